@@ -1,0 +1,429 @@
+"""The evaluator: static → compile → correctness → timing → done, each candidate in its own process.
+
+    python -m tools.evaluate TASK CANDIDATE.py [--config JSON] [--device cuda|cpu|auto] [--json]
+
+Exit 0: passed; 1: the candidate was rejected; 2: the task or the command line is wrong.
+
+``evaluate_many`` runs static checks here, compile + correctness in parallel worker processes (one
+per candidate, CPU cores permitting), then times the survivors one at a time per GPU in a timing
+server that reuses each candidate's Triton cache, so nothing is compiled twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.candidate import Candidate, candidate_identity
+from tools.results import EvalResult
+from tools.static_check import check_source
+from tools.task import Task, TaskError, load_task
+from tools.timing import TimingSettings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class EvalSettings:
+    seeds: int = 3
+    check_timeout_s: float = 240.0
+    timing_timeout_s: float = 300.0
+    parallel: int | None = None
+    suspicious_roofline_pct: float = 110.0
+    suspicious_speedup: float = 10.0
+    workdir: str | None = None
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    # Resource limits of a worker process (sandbox): open files, core dumps off.
+    max_open_files: int = 4096
+
+
+def resolve_device(device: str = "auto") -> str:
+    if device not in {"auto", "cpu", "cuda"}:
+        raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
+    if device == "auto":
+        try:
+            import torch
+
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            return "cpu"
+    return device
+
+
+# --------------------------------------------------------------------------------------------
+# one worker process
+
+
+def _limit_worker(max_open_files: int) -> Callable[[], None]:
+    def preexec() -> None:
+        os.setsid()  # its own process group: a timeout kills everything it started
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = min(max_open_files, hard) if hard != resource.RLIM_INFINITY else max_open_files
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+
+    return preexec
+
+
+def _worker_env(device: str, triton_cache: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(triton_cache)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
+    job_file, out_file = scratch / "job.json", scratch / "check.json"
+    job_file.write_text(json.dumps(job))
+    out_file.unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.worker", "check", str(job_file), str(out_file)],
+        cwd=scratch,
+        env=_worker_env(job["device"], Path(job["triton_cache"])),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_limit_worker(settings.max_open_files),
+    )
+    try:
+        output, _ = proc.communicate(timeout=settings.check_timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return {"verdict": "fail", "stage": "correctness", "error_type": "timeout",
+                "message": f"the candidate did not finish within {settings.check_timeout_s:.0f} s "
+                           "(hang or runaway loop); its worker was killed"}
+    text = output.decode(errors="replace")
+    if out_file.exists():
+        result = json.loads(out_file.read_text())
+        if result.get("verdict") == "fail" and not result.get("log"):
+            result["log"] = text[-20000:]
+        return result
+    return _died(proc.returncode, text, "correctness")
+
+
+def _died(returncode: int | None, output: str, stage: str) -> dict:
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        message = f"the worker died with {name} (e.g. an out-of-bounds access)"
+    else:
+        message = f"the worker exited with status {returncode} without a result"
+    return {"verdict": "fail", "stage": stage, "error_type": "crash", "message": message,
+            "log": output[-20000:]}
+
+
+class TimingServer:
+    """A long-lived timing worker on one GPU; restarted after a crash, timeout or tampering."""
+
+    def __init__(self, settings: EvalSettings, scratch_root: Path):
+        self.settings = settings
+        self.scratch_root = scratch_root
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        log = open(self.scratch_root / "timing_server.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.worker", "serve"],
+            cwd=self.scratch_root,
+            env=_worker_env("cuda", self.scratch_root / "triton_cache_unused"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            preexec_fn=_limit_worker(self.settings.max_open_files),
+        )
+        return self.proc
+
+    def time(self, job: dict) -> dict:
+        proc = self.proc if self.proc and self.proc.poll() is None else self._start()
+        out = Path(job["out"])
+        out.unlink(missing_ok=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write((json.dumps(job) + "\n").encode())
+        proc.stdin.flush()
+        line: list[bytes] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(self.settings.timing_timeout_s)
+        if reader.is_alive():
+            _kill_group(proc)
+            return {"verdict": "fail", "stage": "timing", "error_type": "timeout",
+                    "message": f"timing did not finish within {self.settings.timing_timeout_s:.0f} s"}
+        if out.exists():
+            result = json.loads(out.read_text())
+            if result.get("tampered") or proc.poll() is not None:
+                self.close()
+            return result
+        proc.wait(timeout=30)
+        log = (self.scratch_root / "timing_server.log").read_bytes().decode(errors="replace")
+        self.proc = None
+        return _died(proc.returncode, log, "timing")
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.proc)
+        self.proc = None
+
+
+# --------------------------------------------------------------------------------------------
+# the evaluator
+
+
+class Evaluator:
+    """Evaluates candidates of one task on one device. Reuse it across rounds (one timing server)."""
+
+    def __init__(self, task: Task, device: str = "auto", settings: EvalSettings | None = None):
+        self.task = task
+        self.device = resolve_device(device)
+        self.settings = settings or EvalSettings()
+        root = Path(self.settings.workdir) if self.settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self._server: TimingServer | None = None
+        self.calls = 0
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- static (here, no process) ------------------------------------------------------------
+    def _static(self, cand: Candidate) -> EvalResult | None:
+        problems = self.task.config_problems(cand.config, cand.module)
+        if problems:
+            return EvalResult.failure("static", "out_of_search_space",
+                                      "config outside the task's search space: " + "; ".join(problems))
+        report = check_source(cand.source, self.task.spec.constraints.forbid)
+        if not report.ok:
+            return EvalResult.failure("static", report.error_type or "forbidden_construct", report.message,
+                                      report.log)
+        return None
+
+    def _job(self, cand: Candidate, scratch: Path) -> dict:
+        path = scratch / "candidate.py"
+        path.write_text(cand.source)
+        return {"task": str(self.task.folder), "candidate": str(path), "config": cand.config,
+                "device": self.device, "identity": cand.identity, "seeds": self.settings.seeds,
+                "triton_cache": str(scratch / "triton_cache")}
+
+    def evaluate_many(self, candidates: list[Candidate], baseline: EvalResult | None = None,
+                      on_result: Callable[[int, EvalResult], None] | None = None) -> list[EvalResult]:
+        started = time.perf_counter()
+        results: list[EvalResult | None] = [None] * len(candidates)
+        jobs: dict[int, dict] = {}
+        for i, cand in enumerate(candidates):
+            self.calls += 1
+            rejected = self._static(cand)
+            if rejected is not None:
+                rejected.identity = cand.identity
+                results[i] = rejected
+                if on_result:
+                    on_result(i, rejected)
+                continue
+            scratch = self.root / f"{cand.identity}-{time.time_ns()}"
+            (scratch / "triton_cache").mkdir(parents=True)
+            jobs[i] = self._job(cand, scratch)
+
+        checked: dict[int, dict] = {}
+        workers = self.settings.parallel or _default_parallel(self.device)
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = {i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings)
+                       for i, job in jobs.items()}
+            for i, fut in futures.items():
+                checked[i] = fut.result()
+                if checked[i].get("verdict") != "pass" or self.device != "cuda":
+                    results[i] = self._finish(candidates[i], checked[i], None, baseline)
+                    if on_result:
+                        on_result(i, results[i])
+
+        if self.device == "cuda":
+            for i, job in jobs.items():
+                if checked[i].get("verdict") != "pass":
+                    continue
+                timing_job = {**job, "out": str(Path(job["candidate"]).parent / "timing.json"),
+                              "timing": asdict(self.settings.timing)}
+                if self._server is None:
+                    self._server = TimingServer(self.settings, self.root)
+                timed = self._server.time(timing_job)
+                results[i] = self._finish(candidates[i], checked[i], timed, baseline)
+                if on_result:
+                    on_result(i, results[i])
+        elapsed = time.perf_counter() - started
+        final = [r for r in results if r is not None]
+        for r in final:
+            r.seconds = r.seconds or elapsed / max(len(final), 1)
+        return final
+
+    def evaluate(self, cand: Candidate, baseline: EvalResult | None = None) -> EvalResult:
+        return self.evaluate_many([cand], baseline)[0]
+
+    # -- merging ------------------------------------------------------------------------------
+    def _finish(self, cand: Candidate, checked: dict, timed: dict | None, baseline: EvalResult | None) -> EvalResult:
+        data = {k: v for k, v in checked.items() if k in EvalResult.model_fields}
+        result = EvalResult.model_validate(data)
+        result.identity = cand.identity
+        if result.verdict != "pass":
+            return result
+        if timed is None:  # CPU: interpreted timings only
+            result.stage = "done"
+            result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+            return result
+        if timed.get("verdict") != "pass":
+            merged = EvalResult.model_validate({**data, **{k: v for k, v in timed.items()
+                                                           if k in EvalResult.model_fields}})
+            merged.identity = cand.identity
+            return merged
+        result.metrics = result.metrics.model_validate(timed["metrics"])
+        result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+        return self._judge_timing(result, baseline)
+
+    def _judge_timing(self, result: EvalResult, baseline: EvalResult | None) -> EvalResult:
+        s = self.settings
+        for row in result.metrics.per_shape:
+            if row.spread > s.timing.unstable_spread:
+                return _reject(result, "timing", "unstable_timing",
+                               f"median/min = {row.spread:.2f} over {s.timing.repeats} repeats at {row.shape} "
+                               f"(> {s.timing.unstable_spread}); the measurement is not trustworthy")
+            if row.roofline_pct is not None and row.roofline_pct > s.suspicious_roofline_pct:
+                return _reject(result, "timing", "suspicious_speedup",
+                               f"{row.gbps:.0f} GB/s at {row.shape} is {row.roofline_pct:.0f}% of the measured "
+                               "copy bandwidth: faster than the roofline; held for human review")
+        if baseline is not None and baseline.metrics.per_shape:
+            base = {(json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us for r in baseline.metrics.per_shape}
+            for row in result.metrics.per_shape:
+                ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
+                if ref and ref / row.median_us > s.suspicious_speedup:
+                    return _reject(result, "timing", "suspicious_speedup",
+                                   f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape}: "
+                                   "held for human review")
+        result.stage = "done"
+        return result
+
+
+def _reject(result: EvalResult, stage: str, error_type: str, message: str) -> EvalResult:
+    result.verdict, result.stage, result.error_type, result.message = "fail", stage, error_type, message
+    return result
+
+
+def _geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _default_parallel(device: str) -> int:
+    cores = os.cpu_count() or 1
+    return max(1, min(cores - 1, 12)) if device == "cuda" else max(1, min(cores, 2))
+
+
+# --------------------------------------------------------------------------------------------
+# functional API
+
+
+def evaluate_many(task: Task | str | Path, candidates: list[Candidate], *, device: str = "auto",
+                  baseline: EvalResult | None = None, on_result: Callable[[int, EvalResult], None] | None = None,
+                  settings: EvalSettings | None = None) -> list[EvalResult]:
+    task = task if isinstance(task, Task) else load_task(task)
+    with Evaluator(task, device, settings) as evaluator:
+        return evaluator.evaluate_many(candidates, baseline, on_result)
+
+
+def evaluate(task: Task | str | Path, source: str, config: dict | None = None, *, device: str = "auto",
+             module: str | None = None, baseline: EvalResult | None = None,
+             settings: EvalSettings | None = None) -> EvalResult:
+    task = task if isinstance(task, Task) else load_task(task)
+    cand = Candidate(source=source, config=dict(config or {}), module=module or task.baseline_name)
+    return evaluate_many(task, [cand], device=device, baseline=baseline, settings=settings)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def _render(result: EvalResult) -> str:
+    lines = [f"verdict: {result.verdict}   stage: {result.stage}"
+             + (f"   error: {result.error_type}" if result.error_type else "")]
+    if result.message:
+        lines.append(result.message)
+    for row in result.metrics.per_shape:
+        extra = f"  {row.gbps:8.0f} GB/s  {row.roofline_pct:5.1f}% of copy" if row.gbps else ""
+        lines.append(f"  {json.dumps(row.shape):32s} {row.dtype:9s} {row.median_us:12.2f} us  ({row.method}){extra}")
+    if result.metrics.geomean_us:
+        note = "  (interpreted: not a speed claim)" if result.device.interpreted else ""
+        lines.append(f"geomean: {result.metrics.geomean_us:.2f} us{note}")
+    if result.verdict == "fail" and result.log:
+        lines.append("--- log ---")
+        lines.append(result.log[-4000:])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("task", help="task folder or its task.json")
+    parser.add_argument("candidate", help="candidate module (.py)")
+    parser.add_argument("--config", default=None, help="JSON object; default: the task's baseline config")
+    parser.add_argument("--module", default=None, help="which task module's search space the config is in")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--json", action="store_true", help="print one EvalResult as JSON")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds for compile + correctness")
+    args = parser.parse_args(argv)
+    try:
+        task = load_task(args.task)
+        source = Path(args.candidate).read_text()
+        module = args.module or (Path(args.candidate).name if Path(args.candidate).name in task.module_names
+                                 else task.baseline_name)
+        config = json.loads(args.config) if args.config else task.default_config(module)
+        if not isinstance(config, dict):
+            raise ValueError("--config must be a JSON object")
+        device = resolve_device(args.device)
+    except (TaskError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    settings = EvalSettings()
+    if args.timeout:
+        settings.check_timeout_s = args.timeout
+    result = evaluate(task, source, config, device=device, module=module, settings=settings)
+    print(result.model_dump_json(indent=2) if args.json else _render(result))
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["EvalSettings", "Evaluator", "evaluate", "evaluate_many", "resolve_device", "candidate_identity"]

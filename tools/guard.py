@@ -1,0 +1,250 @@
+"""Runtime fences around a candidate's ``launch``: what it may do while we watch.
+
+- ``LaunchRecorder`` wraps every ``@triton.jit`` kernel of the candidate module and records each launch
+  (kernel name, grid, compiled-kernel resources). A launch() that launched nothing is rejected.
+- ``TorchOpGuard`` is a TorchDispatchMode that lets launch() allocate and reshape tensors but not
+  compute with torch (which would let a "kernel" hand back a torch or cuBLAS result). Fresh
+  allocations are poisoned (NaN, or a sentinel) so elements the kernel never writes are visible.
+- ``ImportGuard`` enforces the import allow-list at run time for code executed from the candidate.
+- ``tamper_snapshot`` records the identity of timing-critical functions so a candidate that patches
+  timers or the evaluator is caught.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from tools.static_check import ALLOWED_IMPORTS
+
+
+class ForbiddenOperation(RuntimeError):
+    """The candidate did something the evaluator does not allow (error_type forbidden_construct)."""
+
+
+_ALLOC_OPS = {
+    "empty.memory_format",
+    "empty_like.default",
+    "empty_strided.default",
+    "new_empty.default",
+    "new_empty_strided.default",
+}
+# Ops that allocate, fill with a constant, or change a tensor's view of existing memory.
+_ALLOWED_OPS = _ALLOC_OPS | {
+    "zeros.default",
+    "zeros_like.default",
+    "zero_.default",
+    "fill_.Scalar",
+    "full.default",
+    "full_like.default",
+    "ones.default",
+    "ones_like.default",
+    "view.default",
+    "_unsafe_view.default",
+    "reshape.default",
+    "as_strided.default",
+    "expand.default",
+    "select.int",
+    "slice.Tensor",
+    "unsqueeze.default",
+    "squeeze.dim",
+    "squeeze.default",
+    "permute.default",
+    "transpose.int",
+    "t.default",
+    "detach.default",
+    "alias.default",
+    "lift_fresh.default",
+    "resize_.default",
+    "unbind.int",
+    "split.Tensor",
+    "chunk.default",
+    "flatten.using_ints",
+    "is_contiguous.default",
+    "is_contiguous.memory_format",
+    "sym_size.int",
+    "sym_stride.int",
+    "sym_numel.default",
+    "sym_storage_offset.default",
+    "size.default",
+    "stride.default",
+    "numel.default",
+    "dim.default",
+}
+
+
+def _op_name(func: Any) -> str:
+    name = str(getattr(func, "__name__", func))
+    schema = getattr(func, "_schema", None)
+    base = schema.name.split("::")[-1] if schema is not None else name
+    overload = getattr(func, "_overloadname", "default") or "default"
+    return f"{base}.{overload}"
+
+
+class TorchOpGuard(TorchDispatchMode):
+    """Allow-list torch ops inside launch(); poison fresh floating-point allocations."""
+
+    def __init__(self, poison: float | None = math.nan):
+        super().__init__()
+        self.poison = poison
+        self.violations: list[str] = []
+        self.allocations: list[torch.Tensor] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _op_name(func)
+        if name not in _ALLOWED_OPS:
+            self.violations.append(f"aten.{name}")
+            raise ForbiddenOperation(
+                f"launch() computed with torch (aten.{name}); a candidate may only allocate and reshape "
+                "tensors and launch Triton kernels"
+            )
+        out = func(*args, **kwargs)
+        if name in _ALLOC_OPS and isinstance(out, torch.Tensor):
+            if self.poison is not None and out.is_floating_point() and out.numel():
+                out.fill_(self.poison)
+            self.allocations.append(out)
+        return out
+
+
+class LaunchRecorder:
+    """Record each launch of the candidate's kernels; suspend the op guard while a kernel runs
+    (the Triton interpreter itself uses torch ops to move arguments)."""
+
+    def __init__(self) -> None:
+        self.launches: list[dict[str, Any]] = []
+        self.compiled: dict[str, Any] = {}
+        self._wrapped: list[tuple[Any, Any]] = []
+
+    def wrap_module(self, module: Any) -> list[str]:
+        from triton.runtime.jit import KernelInterface
+
+        names = []
+        for attr, obj in vars(module).items():
+            if isinstance(obj, KernelInterface) and "run" not in vars(obj):
+                self._wrap(attr, obj)
+                names.append(attr)
+        return names
+
+    def _wrap(self, attr: str, kernel: Any) -> None:
+        original_run = kernel.run
+        recorder = self
+
+        def run(*args, grid, warmup, **kwargs):
+            with _disable_current_modes():
+                compiled = original_run(*args, grid=grid, warmup=warmup, **kwargs)
+            if not warmup:
+                recorder.launches.append({"name": attr, "grid": _grid_tuple(grid, args, kwargs, kernel)})
+                if compiled is not None and hasattr(compiled, "n_regs"):
+                    recorder.compiled[attr] = compiled
+            return compiled
+
+        kernel.run = run
+        self._wrapped.append((kernel, original_run))
+
+    def count(self) -> int:
+        return len(self.launches)
+
+
+def _grid_tuple(grid: Any, args: tuple, kwargs: dict, kernel: Any) -> list[int] | None:
+    if callable(grid):
+        try:
+            names = list(getattr(kernel, "arg_names", []))
+            meta = dict(zip(names, args, strict=False)) | kwargs
+            grid = grid(meta)
+        except Exception:
+            return None
+    try:
+        dims = [int(g) for g in grid]
+    except Exception:
+        return None
+    return dims + [1] * (3 - len(dims))
+
+
+def kernel_resources(compiled: Any) -> dict[str, Any]:
+    """Registers, spills and shared memory of one compiled Triton kernel."""
+    meta = getattr(compiled, "metadata", None)
+    return {
+        "n_regs": getattr(compiled, "n_regs", None),
+        "n_spills": getattr(compiled, "n_spills", None),
+        "shared_bytes": getattr(meta, "shared", None),
+        "num_warps": getattr(meta, "num_warps", None),
+        "num_stages": getattr(meta, "num_stages", None),
+    }
+
+
+class ImportGuard:
+    """Deny imports outside the allow-list when the importing code is the candidate's."""
+
+    def __init__(self, module_name: str):
+        self.module_name = module_name
+        self.denied: list[str] = []
+        self._original = builtins.__import__
+
+    def __enter__(self) -> ImportGuard:
+        original, guard = self._original, self
+
+        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+            caller = (globals or {}).get("__name__", "")
+            if caller == guard.module_name and name.split(".")[0] not in ALLOWED_IMPORTS:
+                guard.denied.append(name)
+                raise ForbiddenOperation(f"import of {name!r} is not allowed in a candidate")
+            return original(name, globals, locals, fromlist, level)
+
+        builtins.__import__ = guarded_import
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        builtins.__import__ = self._original
+
+
+def tamper_snapshot() -> dict[str, int]:
+    """Identities of functions a cheating candidate would patch to fake its timing."""
+    import triton.testing
+
+    watched: dict[str, Any] = {
+        "triton.testing.do_bench": triton.testing.do_bench,
+        "triton.testing.do_bench_cudagraph": triton.testing.do_bench_cudagraph,
+        "time.perf_counter": time.perf_counter,
+        "time.time": time.time,
+        "threading.Thread.start": threading.Thread.start,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.current_stream": torch.cuda.current_stream,
+        "torch.Tensor.__setattr__": torch.Tensor.__setattr__,
+        "builtins.__import__": builtins.__import__,
+    }
+    return {name: id(obj) for name, obj in watched.items()}
+
+
+def tampered(before: dict[str, int]) -> list[str]:
+    after = tamper_snapshot()
+    return [name for name, ident in before.items() if after.get(name) != ident]
+
+
+@contextmanager
+def watched_threads() -> Any:
+    """Yield a list that receives the names of threads started while the block runs."""
+    before = {t.ident for t in threading.enumerate()}
+    started: list[str] = []
+    try:
+        yield started
+    finally:
+        started.extend(t.name for t in threading.enumerate() if t.ident not in before and t.is_alive())
+
+
+def call_guarded(fn: Callable[..., Any], *args: Any, poison: float | None, **kwargs: Any) -> tuple[Any, TorchOpGuard]:
+    guard = TorchOpGuard(poison=poison)
+    with guard:
+        out = fn(*args, **kwargs)
+    return out, guard

@@ -1,0 +1,77 @@
+"""EvalResult: the evaluator's verdict on one candidate (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Stage = Literal["static", "compile", "correctness", "timing", "done"]
+ErrorType = Literal[
+    "syntax_error",
+    "forbidden_construct",
+    "no_kernel_launched",
+    "compile_error",
+    "resource_limit",
+    "runtime_error",
+    "timeout",
+    "crash",
+    "mismatch",
+    "nan",
+    "unwritten_output",
+    "input_modified",
+    "stale_output",
+    "nondeterministic",
+    "unstable_timing",
+    "suspicious_speedup",
+    "out_of_search_space",
+]
+ERROR_TYPES: tuple[str, ...] = ErrorType.__args__  # type: ignore[attr-defined]
+
+
+class ShapeTiming(BaseModel):
+    shape: dict[str, int]
+    dtype: str
+    median_us: float
+    min_us: float
+    spread: float = Field(description="median/min over the repeats")
+    gbps: float | None = None
+    roofline_pct: float | None = None
+    tflops: float | None = None
+    method: Literal["do_bench", "cuda_graph", "interpreter"] = "do_bench"
+
+
+class Metrics(BaseModel):
+    per_shape: list[ShapeTiming] = []
+    geomean_us: float | None = None
+    runs: int = 0
+    copy_gbps: float | None = Field(default=None, description="device copy bandwidth measured in this run")
+
+
+class DeviceInfo(BaseModel):
+    name: str = "cpu"
+    triton: str = ""
+    torch: str = ""
+    interpreted: bool = True
+
+
+class EvalResult(BaseModel):
+    verdict: Literal["pass", "fail"]
+    stage: Stage
+    error_type: ErrorType | None = None
+    message: str = ""
+    log: str = ""
+    details: dict[str, Any] = {}
+    resources: dict[str, Any] = {}
+    metrics: Metrics = Metrics()
+    device: DeviceInfo = DeviceInfo()
+    identity: str = ""
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @classmethod
+    def failure(cls, stage: Stage, error_type: str, message: str, log: str = "", **extra: Any) -> EvalResult:
+        return cls(verdict="fail", stage=stage, error_type=error_type, message=message, log=log, **extra)

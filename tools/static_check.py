@@ -1,0 +1,202 @@
+"""Static checks on a candidate's source: the cheapest stage, run before any process is spawned.
+
+Rejects syntax errors, imports outside the allow-list, the task's forbidden constructs, escapes
+(exec/eval/open, dunder access, streams/events/timers), and modules without a ``@triton.jit``
+kernel that ``launch`` really launches.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+ALLOWED_IMPORTS = frozenset({"triton", "torch", "math", "functools", "typing", "__future__", "dataclasses"})
+
+# torch.<name>(...) calls a candidate may make: allocation and metadata, never compute.
+ALLOWED_TORCH_CALLS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "zeros",
+        "zeros_like",
+        "full",
+        "ones",
+        "device",
+        "dtype",
+        "Size",
+        "finfo",
+        "iinfo",
+        "is_tensor",
+        "get_device",
+    }
+)
+FORBIDDEN_NAMES = frozenset(
+    {"exec", "eval", "compile", "__import__", "open", "globals", "locals", "vars", "breakpoint", "input",
+     "setattr", "delattr", "memoryview"}
+)
+FORBIDDEN_ATTRS = frozenset(
+    {
+        "Stream",
+        "Event",
+        "stream",
+        "set_stream",
+        "synchronize",
+        "CUDAGraph",
+        "graph",
+        "do_bench",
+        "do_bench_cudagraph",
+        "testing",
+        "_C",
+        "ops",
+        "library",
+        "autograd",
+        "nn",
+        "linalg",
+        "fft",
+        "__class__",
+        "__subclasses__",
+        "__dict__",
+        "__globals__",
+        "__code__",
+        "__builtins__",
+        "__bases__",
+        "__mro__",
+        "__torch_dispatch__",
+        "__torch_function__",
+        "data_ptr_cache",
+        "tolist",
+        "item",
+        "numpy",
+        "cpu",
+    }
+)
+
+
+@dataclass
+class StaticReport:
+    ok: bool
+    error_type: str | None = None
+    message: str = ""
+    log: str = ""
+    kernels: list[str] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _is_jit_decorator(dec: ast.AST) -> bool:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    name = _dotted(target)
+    return name.split(".")[-1] in {"jit", "autotune", "heuristics"}
+
+
+def _fail(error_type: str, message: str, node: ast.AST | None = None, source: str = "") -> StaticReport:
+    log = message
+    if node is not None and hasattr(node, "lineno"):
+        line = source.splitlines()[node.lineno - 1] if source else ""
+        log = f"line {node.lineno}: {message}\n    {line.strip()}"
+        message = f"line {node.lineno}: {message}"
+    return StaticReport(ok=False, error_type=error_type, message=message, log=log)
+
+
+def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
+    """Check a candidate's source text. ``forbid`` holds the task's forbidden constructs (e.g. 'tl.dot')."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        text = (exc.text or "").rstrip()
+        caret = " " * max((exc.offset or 1) - 1, 0) + "^"
+        log = f'File "candidate.py", line {exc.lineno}\n    {text}\n    {caret}\nSyntaxError: {exc.msg}'
+        return StaticReport(False, "syntax_error", f"line {exc.lineno}: {exc.msg}", log)
+
+    forbid = list(forbid or [])
+    kernels: list[str] = []
+    functions: dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            functions[node.name] = node
+            if any(_is_jit_decorator(d) for d in node.decorator_list):
+                kernels.append(node.name)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                if name.split(".")[0] not in ALLOWED_IMPORTS:
+                    allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
+                    return _fail("forbidden_construct", f"import of {name!r} (allowed: {allowed})", node, source)
+                if name.startswith("triton.testing") or name.startswith("torch.cuda"):
+                    return _fail("forbidden_construct", f"import of {name!r}", node, source)
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+            return _fail("forbidden_construct", f"use of {node.id}()", node, source)
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
+            return _fail("forbidden_construct", f"use of .{node.attr}", node, source)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            return _fail("forbidden_construct", "global/nonlocal state in a candidate", node, source)
+        elif isinstance(node, ast.Try):
+            return _fail("forbidden_construct", "try/except in a candidate (a fallback path hides failures)",
+                         node, source)
+        elif isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name.startswith("torch.") and name.count(".") == 1 and name.split(".")[1] not in ALLOWED_TORCH_CALLS:
+                return _fail("forbidden_construct", f"{name}() computes with torch; only allocation is allowed",
+                             node, source)
+        if isinstance(node, ast.Attribute | ast.Name):
+            text = _dotted(node)
+            for construct in forbid:
+                if _matches(text, construct):
+                    return _fail("forbidden_construct", f"{construct} is forbidden by the task", node, source)
+
+    if not kernels:
+        return StaticReport(False, "no_kernel_launched", "no @triton.jit kernel is defined")
+    launch = functions.get("launch")
+    if launch is None:
+        return StaticReport(False, "no_kernel_launched", "no launch(*inputs, **config) function is defined")
+
+    launched = _launched_kernels(launch, functions, set(kernels))
+    if not launched:
+        return StaticReport(
+            False,
+            "no_kernel_launched",
+            f"launch() never launches a kernel (defined: {', '.join(kernels)}; expected kernel[grid](...))",
+        )
+    return StaticReport(True, kernels=kernels, launched=sorted(launched))
+
+
+def _matches(text: str, construct: str) -> bool:
+    """'tl.dot' also matches 'triton.language.dot'."""
+    if not text:
+        return False
+    if text == construct:
+        return True
+    head, _, last = construct.rpartition(".")
+    return head in {"tl", "triton.language"} and text in {f"tl.{last}", f"triton.language.{last}"}
+
+
+def _launched_kernels(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], kernels: set[str]) -> set[str]:
+    """Kernels launched as kernel[grid](...) from fn or the plain helpers it calls."""
+    seen: set[str] = set()
+    launched: set[str] = set()
+    todo = [fn]
+    while todo:
+        current = todo.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        for node in ast.walk(current):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in kernels:
+                    launched.add(func.value.id)
+                elif isinstance(func, ast.Name) and func.id in functions and func.id not in kernels:
+                    todo.append(functions[func.id])
+    return launched

@@ -1,0 +1,318 @@
+"""Task loading: task.json -> a validated Task with paths resolved against the task folder.
+
+A task folder holds task.json plus the Python files it names (DESIGN.md section 1). Every problem in
+the file is reported as ``TaskError`` naming the field, so a user can fix it without reading code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DTYPES = ("float32", "float16", "bfloat16")
+DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
+
+Shape = dict[str, int]
+
+
+class TaskError(ValueError):
+    """A task file or folder is wrong; the message names the field and the problem."""
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rtol: float = Field(ge=0)
+    atol: float = Field(ge=0)
+
+
+class Constraints(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    forbid: list[str] = []
+    notes: str = ""
+
+
+class Target(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    speedup: float | None = Field(default=None, gt=0)
+    roofline_pct: float | None = Field(default=None, gt=0, le=100)
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rounds: int = Field(default=8, ge=1)
+    candidates_per_round: int = Field(default=6, ge=1)
+    minutes: float = Field(default=20, gt=0)
+
+
+class TaskSpec(BaseModel):
+    """task.json exactly as written (DESIGN.md section 1), validated."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    reference: str
+    inputs: str
+    baseline: str
+    dtype: str | list[str]
+    shapes: list[Shape] = Field(min_length=1)
+    check_shapes: list[Shape] = []
+    # Small shapes for CPU runs under the Triton interpreter (correctness only, no speed claims).
+    cpu_shapes: list[Shape] = []
+    tolerance: Tolerance | None = None
+    search_space: dict[str, Any] = {}
+    constraints: Constraints = Constraints()
+    objective: Literal["latency", "throughput"] = "latency"
+    target: Target = Target()
+    budget: Budget = Budget()
+    bytes_moved: int | None = Field(default=None, gt=0)
+    flops: float | None = Field(default=None, gt=0)
+    variants: list[str] = []
+    # Per-task overrides of configs/default.yaml (thresholds, tolerances of the search, ...).
+    settings: dict[str, Any] = {}
+
+    @field_validator("dtype")
+    @classmethod
+    def _known_dtype(cls, value: str | list[str]) -> str | list[str]:
+        for name in [value] if isinstance(value, str) else value:
+            if name not in DTYPES:
+                raise ValueError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+        if isinstance(value, list) and not value:
+            raise ValueError("needs at least one dtype")
+        return value
+
+    @field_validator("shapes", "check_shapes", "cpu_shapes")
+    @classmethod
+    def _positive_dims(cls, shapes: list[Shape]) -> list[Shape]:
+        for i, shape in enumerate(shapes):
+            if not shape:
+                raise ValueError(f"shape #{i} is empty")
+            for dim, size in shape.items():
+                if size < 1:
+                    raise ValueError(f"shape #{i} has {dim}={size}; sizes must be >= 1")
+        return shapes
+
+    @field_validator("inputs")
+    @classmethod
+    def _module_colon_function(cls, value: str) -> str:
+        if ":" not in value or not value.split(":", 1)[1]:
+            raise ValueError("must read FILE.py:FUNCTION, e.g. 'reference.py:make_inputs'")
+        return value
+
+    @model_validator(mode="after")
+    def _same_dims_everywhere(self) -> TaskSpec:
+        dims = set(self.shapes[0])
+        for field in ("shapes", "check_shapes", "cpu_shapes"):
+            for i, shape in enumerate(getattr(self, field)):
+                if set(shape) != dims:
+                    raise ValueError(
+                        f"{field}[{i}] has dimensions {sorted(shape)} but shapes[0] has {sorted(dims)}"
+                    )
+        return self
+
+
+class Task:
+    """A loaded task: the spec plus its folder, importable reference and candidate sources."""
+
+    def __init__(self, spec: TaskSpec, folder: Path):
+        self.spec = spec
+        self.folder = folder
+        self.search_spaces = _normalize_search_space(spec)
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dtypes(self) -> list[str]:
+        return [self.spec.dtype] if isinstance(self.spec.dtype, str) else list(self.spec.dtype)
+
+    @property
+    def baseline_name(self) -> str:
+        return self.spec.baseline
+
+    @property
+    def module_names(self) -> list[str]:
+        return [self.spec.baseline, *self.spec.variants]
+
+    def signature(self) -> dict[str, Any]:
+        """What identifies the workload (for caches and the case library)."""
+        return {
+            "name": self.name,
+            "description": self.spec.description,
+            "dtypes": self.dtypes,
+            "shapes": self.spec.shapes,
+        }
+
+    # -- files --------------------------------------------------------------------------------
+    def path(self, relative: str) -> Path:
+        return self.folder / relative
+
+    def source(self, module: str) -> str:
+        return self.path(module).read_text()
+
+    @property
+    def baseline_source(self) -> str:
+        return self.source(self.spec.baseline)
+
+    # -- reference ----------------------------------------------------------------------------
+    @cached_property
+    def reference_module(self) -> ModuleType:
+        return import_file(self.path(self.spec.reference), f"_ka_ref_{self.name}")
+
+    @property
+    def reference(self) -> Callable[..., Any]:
+        fn = getattr(self.reference_module, "reference", None)
+        if not callable(fn):
+            raise TaskError(f"reference: {self.spec.reference} defines no function 'reference'")
+        return fn
+
+    @property
+    def make_inputs(self) -> Callable[..., tuple]:
+        file, func = self.spec.inputs.split(":", 1)
+        module = (
+            self.reference_module
+            if file == self.spec.reference
+            else import_file(self.path(file), f"_ka_inputs_{self.name}")
+        )
+        fn = getattr(module, func, None)
+        if not callable(fn):
+            raise TaskError(f"inputs: {file} defines no function {func!r}")
+        return fn
+
+    # -- workload -----------------------------------------------------------------------------
+    def workload(self, device: str) -> list[tuple[Shape, str]]:
+        """(shape, dtype) pairs that are timed: every shape x dtype on a GPU, cpu_shapes on CPU."""
+        shapes = self.spec.shapes if device != "cpu" else (self.spec.cpu_shapes or self.spec.check_shapes)
+        return [(shape, dtype) for shape in shapes for dtype in self.dtypes]
+
+    def check_workload(self, device: str) -> list[tuple[Shape, str]]:
+        """(shape, dtype) pairs checked for correctness only."""
+        extra = self.spec.check_shapes if device != "cpu" or self.spec.cpu_shapes else []
+        return [(shape, dtype) for shape in extra for dtype in self.dtypes]
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        if self.spec.tolerance is not None:
+            return self.spec.tolerance.rtol, self.spec.tolerance.atol
+        return DEFAULT_TOLERANCE[dtype]
+
+    # -- search space -------------------------------------------------------------------------
+    def search_space(self, module: str | None = None) -> dict[str, list]:
+        module = module or self.spec.baseline
+        if module in self.search_spaces:
+            return self.search_spaces[module]
+        return self.search_spaces[self.spec.baseline]
+
+    def config_problems(self, config: dict[str, Any], module: str | None = None) -> list[str]:
+        """Why ``config`` is outside the human's search space (empty when inside)."""
+        space = self.search_space(module)
+        problems = []
+        for key, value in config.items():
+            if key not in space:
+                problems.append(f"{key} is not a search-space key (allowed: {', '.join(space) or 'none'})")
+            elif value not in space[key]:
+                problems.append(f"{key}={value!r} is not among the allowed values {space[key]}")
+        missing = [key for key in space if key not in config]
+        if missing:
+            problems.append(f"missing value(s) for {', '.join(missing)}")
+        return problems
+
+    def default_config(self, module: str | None = None) -> dict[str, Any]:
+        """The baseline's config: the task may name it in settings.baseline_config, else each key's first value."""
+        module = module or self.spec.baseline
+        named = self.spec.settings.get("baseline_config", {})
+        if module in named:
+            return dict(named[module])
+        if named and module == self.spec.baseline and all(k in self.search_space(module) for k in named):
+            return dict(named)
+        return {key: values[0] for key, values in self.search_space(module).items()}
+
+    def space_size(self, module: str | None = None) -> int:
+        return math.prod(len(v) for v in self.search_space(module).values())
+
+
+def _normalize_search_space(spec: TaskSpec) -> dict[str, dict[str, list]]:
+    space = spec.search_space
+    keyed_by_module = bool(space) and all(key.endswith(".py") for key in space)
+    if not keyed_by_module:
+        spaces = {spec.baseline: space}
+        for variant in spec.variants:
+            spaces.setdefault(variant, space)
+    else:
+        unknown = [key for key in space if key not in (spec.baseline, *spec.variants)]
+        if unknown:
+            raise TaskError(f"search_space: {unknown[0]} is neither the baseline nor a listed variant")
+        spaces = dict(space)
+    for module, sub in spaces.items():
+        if not isinstance(sub, dict):
+            raise TaskError(f"search_space[{module!r}] must map parameter names to lists of values")
+        for key, values in sub.items():
+            if not isinstance(values, list) or not values:
+                raise TaskError(f"search_space: {key} must be a non-empty list of allowed values")
+    return spaces
+
+
+def load_task(path: str | Path) -> Task:
+    """Load a task from its folder or its JSON file. Raises TaskError naming the field."""
+    path = Path(path)
+    if path.is_dir():
+        folder, file = path, path / "task.json"
+    else:
+        folder, file = path.parent, path
+    if not file.exists():
+        raise TaskError(f"task file not found: {file}")
+    try:
+        raw = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise TaskError(f"{file}: the top level must be a JSON object")
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            lines.append(f"{field}: {err['msg']}")
+        raise TaskError(f"{file}: " + "; ".join(lines)) from None
+    for field in ("reference", "baseline"):
+        if not (folder / getattr(spec, field)).is_file():
+            raise TaskError(f"{field}: file {getattr(spec, field)!r} not found in {folder}")
+    inputs_file = spec.inputs.split(":", 1)[0]
+    if not (folder / inputs_file).is_file():
+        raise TaskError(f"inputs: file {inputs_file!r} not found in {folder}")
+    for i, variant in enumerate(spec.variants):
+        if not (folder / variant).is_file():
+            raise TaskError(f"variants[{i}]: file {variant!r} not found in {folder}")
+    return Task(spec, folder.resolve())
+
+
+def import_file(path: Path, module_name: str) -> ModuleType:
+    """Import a Python file under a private module name (no sys.path changes)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise TaskError(f"{path.name} failed to import: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
