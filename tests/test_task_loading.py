@@ -1,0 +1,68 @@
+"""Task files: a good one loads from its folder or its JSON; a bad one names the field and the problem."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.task import TaskError, load_task
+
+TASK = Path(__file__).parent / "fixtures" / "tasks" / "axpy"
+
+
+def _write(tmp_path: Path, **changes) -> Path:
+    spec = json.loads((TASK / "task.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    for name in ("reference.py", "baseline.py"):
+        (tmp_path / name).write_text((TASK / name).read_text())
+    (tmp_path / "task.json").write_text(json.dumps(spec))
+    return tmp_path
+
+
+def test_folder_and_json_file_both_load():
+    a, b = load_task(TASK), load_task(TASK / "task.json")
+    assert a.name == b.name == "axpy"
+    assert a.folder == b.folder
+    assert a.tolerance("float32") == (1e-4, 1e-4)  # default by dtype
+    assert a.default_config() == {"BLOCK": 128, "num_warps": 4}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        ({"dtype": "float8"}, "dtype", "unknown dtype"),
+        ({"shapes": []}, "shapes", "at least 1"),
+        ({"name": None}, "name", "Field required"),
+        ({"inputs": "reference.py"}, "inputs", "FILE.py:FUNCTION"),
+        ({"check_shapes": [{"M": 0, "N": 3}]}, "check_shapes", "sizes must be >= 1"),
+        ({"check_shapes": [{"rows": 2}]}, "check_shapes[0]", "dimensions"),
+        ({"baseline": "nope.py"}, "baseline", "not found"),
+        ({"budget": {"rounds": 0}}, "budget.rounds", "greater than or equal to 1"),
+        ({"bogus": 1}, "bogus", "Extra inputs"),
+        ({"search_space": {"BLOCK": []}}, "search_space", "non-empty list"),
+    ],
+)
+def test_bad_fields_are_named(tmp_path, changes, field, problem):
+    with pytest.raises(TaskError) as info:
+        load_task(_write(tmp_path, **changes))
+    assert field in str(info.value) and problem in str(info.value)
+
+
+def test_invalid_json_says_where(tmp_path):
+    (tmp_path / "task.json").write_text('{"name": "x",\n "shapes": [}')
+    with pytest.raises(TaskError, match="line 2"):
+        load_task(tmp_path)
+
+
+def test_config_problems_name_the_key():
+    task = load_task(TASK)
+    assert task.config_problems({"BLOCK": 128, "num_warps": 4}) == []
+    problems = task.config_problems({"BLOCK": 100, "num_warps": 4, "EXTRA": 1})
+    assert any("BLOCK=100" in p for p in problems)
+    assert any("EXTRA is not a search-space key" in p for p in problems)
