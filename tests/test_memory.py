@@ -294,6 +294,34 @@ def test_case_from_attempt_reads_graph_records() -> None:
     )
 
 
+def test_case_from_the_graphs_attempt_record(tmp_path: Path) -> None:
+    records = pytest.importorskip("nodes.records")
+    from tools.candidate import Candidate
+    from tools.results import DeviceInfo, EvalResult, Metrics
+
+    candidate = Candidate(
+        source="# multirow\n", config={"ROWS": 4}, rationale="r", origin="expert", module="m.py"
+    )
+    result = EvalResult(
+        verdict="pass", stage="done", metrics=Metrics(geomean_us=40.0), device=DeviceInfo(name="cpu")
+    )
+    attempt = records.attempt_record(3, 1, candidate, "m.py", result, tmp_path)
+    case = case_from_attempt(
+        task_signature=RMSNORM.model_dump(),
+        candidate=attempt,
+        result=attempt,
+        kept=True,
+        run_id="r",
+        baseline_us=80.0,
+        source=candidate.source,
+    )
+    assert case.identity == candidate.identity and case.change.module == "m.py"
+    assert (
+        case.change.config == {"ROWS": 4} and case.change.source_path == f"candidates/{candidate.identity}.py"
+    )
+    assert case.outcome.speedup == pytest.approx(2.0) and case.outcome.interpreted and case.kept
+
+
 def test_open_case_library_reports_a_missing_model(home: Path, tmp_path: Path) -> None:
     empty = tmp_path / "no-model"
     empty.mkdir()

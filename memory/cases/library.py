@@ -12,6 +12,7 @@ about 0.5-0.65 while a case of the same op family scores about 0.85 (measured on
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,15 +145,18 @@ class CaseLibrary:
             fresh.setdefault(case.id, case)
         if not fresh:
             return 0
-        present = set(self._collection.get(ids=list(fresh), include=[])["ids"])
-        new = [case for case_id, case in fresh.items() if case_id not in present]
-        if not new:
-            return 0
-        self._collection.add(
-            ids=[case.id for case in new],
-            documents=[case_document(case) for case in new],
-            metadatas=[case_metadata(case) for case in new],  # type: ignore[misc]
-        )
+        # Embedded chroma is not made for several writing processes: runs that finish together take
+        # turns through a lock file.
+        with (self.path / "write.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            present = set(self._collection.get(ids=list(fresh), include=[])["ids"])
+            new = [case for case_id, case in fresh.items() if case_id not in present]
+            if new:
+                self._collection.add(
+                    ids=[case.id for case in new],
+                    documents=[case_document(case) for case in new],
+                    metadatas=[case_metadata(case) for case in new],  # type: ignore[misc]
+                )
         return len(new)
 
     # -- reading ------------------------------------------------------------------------------

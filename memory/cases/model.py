@@ -165,36 +165,40 @@ def case_from_attempt(
     baseline_us: float | None = None,
     snapshot: dict[str, Any] | None = None,
     diagnosis: str = "",
+    source: str | None = None,
     module_source: str | None = None,
     source_path: str | None = None,
     best_of_run: bool = False,
 ) -> Case:
     """Build a case from what the graph holds after ``evaluate``.
 
-    ``candidate``: a ``tools.candidate.Candidate`` or its dict (source, config, rationale, parent,
-    origin, module). ``result``: an ``EvalResult`` or its dict. ``module_source``: the text of the
-    module the config belongs to, to tell whether the candidate brought new source.
+    ``candidate``: a ``tools.candidate.Candidate``, its dict, or the graph's attempt record (identity,
+    config, module/space_module, rationale, origin, parent, candidate path). ``result``: an
+    ``EvalResult``, its dict, or the same attempt record (verdict, stage, error_type, message,
+    geomean_us, interpreted, device_name). ``source``: the candidate's text when ``candidate`` has
+    none; ``module_source``: the text of the module its config belongs to, to tell whether the
+    candidate brought new source.
     """
     cand = candidate.model_dump() if hasattr(candidate, "model_dump") else dict(candidate)
     res = result.model_dump() if hasattr(result, "model_dump") else dict(result)
-    source = cand.get("source") or ""
+    text = cand.get("source") or source or ""
     config = dict(cand.get("config") or {})
-    identity = cand.get("identity") or res.get("identity") or candidate_identity(source, config)
-    metrics = res.get("metrics") or {}
-    device = res.get("device") or {}
-    geomean = metrics.get("geomean_us")
-    speedup = baseline_us / geomean if baseline_us and geomean and res.get("verdict") == "pass" else None
-    new_source = module_source is not None and bool(source) and source.strip() != module_source.strip()
+    identity = cand.get("identity") or res.get("identity") or candidate_identity(text, config)
+    geomean = (res.get("metrics") or {}).get("geomean_us", res.get("geomean_us"))
+    device = res.get("device") or {"name": res.get("device_name", ""), "interpreted": res.get("interpreted")}
+    passed = res.get("verdict") == "pass"
+    speedup = baseline_us / geomean if baseline_us and geomean and passed else None
+    new_source = module_source is not None and bool(text) and text.strip() != module_source.strip()
     return Case(
         task=TaskSignature(**task_signature),
         snapshot=SnapshotSummary.from_snapshot(snapshot),
         diagnosis=diagnosis,
         change=Change(
-            module=cand.get("module") or "baseline.py",
+            module=cand.get("space_module") or cand.get("module") or "baseline.py",
             config=config,
             new_source=new_source,
-            source_digest=source_digest(source) if source else "",
-            source_path=source_path,
+            source_digest=source_digest(text) if text else "",
+            source_path=source_path or cand.get("candidate"),
             parent=cand.get("parent"),
         ),
         rationale=cand.get("rationale") or "",
@@ -206,10 +210,10 @@ def case_from_attempt(
             speedup=speedup,
             geomean_us=geomean,
             baseline_us=baseline_us,
-            interpreted=bool(device.get("interpreted", False)),
-            device=str(device.get("name", "")),
+            interpreted=bool(device.get("interpreted") or False),
+            device=str(device.get("name") or ""),
         ),
-        kept=kept and res.get("verdict") == "pass",
+        kept=kept and passed,
         best_of_run=best_of_run,
         origin=cand.get("origin") or "",
         identity=identity,
