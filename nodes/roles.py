@@ -44,6 +44,10 @@ class Proposal(BaseModel):
     expected_effect: str = ""
     risks: str = ""
     answers: list[str] = Field(default_factory=list, description="one reply per critic objection")
+    revises: int | None = Field(
+        default=None,
+        description="in revise mode: index into AgentContext.revise of the proposal this replaces",
+    )
 
 
 class Critique(BaseModel):
@@ -77,6 +81,14 @@ class AgentContext(BaseModel):
     round: int = 0
     seed: int = 0
     device_limits: dict[str, Any] = Field(default_factory=dict)
+    module_sources: dict[str, str] = Field(
+        default_factory=dict, description="module -> source; a config-only proposal's identity uses it"
+    )
+    revise: list[dict[str, Any]] = Field(
+        default_factory=list, description="revise mode: [{proposal, objections}] sent back by the critic"
+    )
+    reflection: str = Field(default="", description="reflect mode: recent failures against the baseline")
+    shapes: list[dict[str, int]] = Field(default_factory=list, description="the timed workload shapes")
 
 
 @runtime_checkable

@@ -1,0 +1,121 @@
+"""Terminal progress from the graph's stream: node updates and the nodes' custom events.
+
+One line per event (readable in a log file too) plus, on a terminal, a bar while a round evaluates:
+round, candidates evaluated, best so far against the baseline, and an ETA from the budget.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+# Routes not worth a line of their own (the events already say it).
+USUAL_NEXT = {"diagnose": "propose", "propose": "critic", "critic": "evaluate", "evaluate": "diagnose"}
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class ProgressView:
+    """Feed it ``(mode, chunk)`` pairs from ``graph.stream(..., stream_mode=["updates", "custom"])``."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(highlight=False)
+        self.started = time.monotonic()
+        self.budget: dict[str, Any] = {}
+        self.baseline_us: float | None = None
+        self.best_us: float | None = None
+        self.evaluated = 0
+        self.eval_seconds = 0.0
+        self._round_started: float | None = None
+        self._bar: Progress | None = None
+        self._task_id: Any = None
+
+    # -- stream ------------------------------------------------------------------------------------
+    def handle(self, mode: str, chunk: Any) -> None:
+        if mode == "custom" and isinstance(chunk, dict):
+            getattr(self, f"_on_{chunk.get('event')}", lambda _: None)(chunk)
+        elif mode == "updates" and isinstance(chunk, dict):
+            for node, update in chunk.items():
+                route = update.get("route") if isinstance(update, dict) else None
+                if route and node != "setup" and USUAL_NEXT.get(node) != route["to"]:
+                    self.console.print(f"  {node} -> [bold]{route['to']}[/bold]: {route['reason']}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    # -- events ------------------------------------------------------------------------------------
+    def _on_baseline(self, e: dict[str, Any]) -> None:
+        if e["status"] == "evaluating":
+            self.console.print(f"[bold]setup[/bold]: evaluating the baseline on {e['device']} ...")
+            return
+        self.baseline_us = self.best_us = e["geomean_us"]
+        self.budget = e.get("budget", {})
+        note = " (Triton interpreter: ranks only)" if e["device"] == "cpu" else ""
+        self.console.print(f"[bold]setup[/bold]: baseline {e['geomean_us']:.2f} us geomean{note}")
+
+    def _on_diagnosis(self, e: dict[str, Any]) -> None:
+        self.console.print(f"[bold]round {e['round']}[/bold] diagnose: {e['summary']}")
+
+    def _on_proposed(self, e: dict[str, Any]) -> None:
+        self.console.print(f"[bold]round {e['round']}[/bold] propose ({e['mode']}): {e['count']} proposal(s)")
+
+    def _on_critic(self, e: dict[str, Any]) -> None:
+        self.console.print(
+            f"[bold]round {e['round']}[/bold] critic: {e['approved']} approved, {e['rejected']} rejected"
+        )
+
+    def _on_candidate(self, e: dict[str, Any]) -> None:
+        if self._round_started is None:
+            self._round_started = time.monotonic()
+        self.evaluated += 1
+        what = (
+            f"{e['geomean_us']:.2f} us" if e.get("geomean_us") else f"{e['verdict']} ({e.get('error_type')})"
+        )
+        if self.console.is_terminal:
+            if self._bar is None:
+                self._bar = Progress(
+                    TextColumn("  evaluating"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=self.console,
+                    transient=True,
+                )
+                self._bar.start()
+                self._task_id = self._bar.add_task("eval", total=e["total"])
+            self._bar.update(self._task_id, completed=e["done"], total=e["total"])
+        else:
+            self.console.print(f"  [{e['done']}/{e['total']}] {what}")
+
+    def _on_round(self, e: dict[str, Any]) -> None:
+        self.close()
+        if self._round_started is not None:
+            self.eval_seconds += time.monotonic() - self._round_started
+            self._round_started = None
+        self.best_us = e["best_us"]
+        self.baseline_us = e.get("baseline_us", self.baseline_us)
+        speed = (
+            f" ({self.baseline_us / self.best_us:.2f}x baseline)" if self.baseline_us and self.best_us else ""
+        )
+        self.console.print(
+            f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "
+            f"{self.best_us:.2f} us{speed}, {self.evaluated} evaluated{self._eta()}"
+        )
+
+    def _eta(self) -> str:
+        total = self.budget.get("candidates")
+        if not total or not self.evaluated:
+            return ""
+        per = (time.monotonic() - self.started) / self.evaluated
+        left = per * max(total - self.evaluated, 0)
+        if self.budget.get("minutes"):
+            left = min(left, max(self.budget["minutes"] * 60 - (time.monotonic() - self.started), 0))
+        return f" of {total}, ETA {_duration(left)}"

@@ -1,0 +1,232 @@
+"""Optimize a task's kernel: ``python -m graph.run TASK [options]``.
+
+Exit status: 0 finished (report written), 3 paused for a human decision (--non-interactive, or no
+terminal; resume with --resume RUN_DIR --answer TEXT), 2 bad input (task, settings, SPEC, answer).
+A run folder holds checkpoints.sqlite (every finished step), candidates/, results/, log.jsonl,
+report.md, report.json and progress.png; --resume continues a paused or killed run from its last
+finished step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+from rich.console import Console
+
+from graph.builder import builder
+from graph.progress import ProgressView
+from graph.settings import SettingsError, load_settings, parse_assignments
+from nodes.agents import AgentSpecError, build_agents
+from nodes.human import AnswerError, parse_answer
+from nodes.records import default_run_dir
+from nodes.runtime import RunContext, run_task
+from tools.task import TaskError, load_task
+
+THREAD = {"configurable": {"thread_id": "run"}}
+EXIT_DONE, EXIT_BAD_INPUT, EXIT_PAUSED = 0, 2, 3
+CHECKPOINTS = "checkpoints.sqlite"
+
+
+class BadInput(Exception):
+    """Wrong task, settings, SPEC, answer or run folder: exit 2 with this message."""
+
+
+@contextmanager
+def open_graph(run_dir: Path) -> Iterator[CompiledStateGraph]:
+    """The graph compiled with the run folder's SqliteSaver."""
+    with SqliteSaver.from_conn_string(str(run_dir / CHECKPOINTS)) as saver:
+        yield builder.compile(checkpointer=saver)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m graph.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("task", nargs="?", help="task folder or its task.json")
+    p.add_argument("--model", default="expert", help="SPEC of the diagnoser and proposer (default: expert)")
+    p.add_argument("--critic-model", default=None, help="SPEC of the critic (default: --model)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--rounds", type=int, default=None, help="round budget (overrides the task's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    p.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting of configs/default.yaml, e.g. --set routing.stall_rounds=2",
+    )
+    p.add_argument("--run-dir", default=None, help="run folder (default: runs/<task>-<time>)")
+    p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a paused or killed run")
+    p.add_argument("--answer", default=None, help="answer to the pending question (with --resume)")
+    p.add_argument("--non-interactive", action="store_true", help="never ask: exit 3 at a question")
+    return p.parse_args(argv)
+
+
+# -- starting and resuming ---------------------------------------------------------------------------
+def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    if not args.task:
+        raise BadInput("a TASK (folder or task.json) is required unless --resume is given")
+    if args.answer:
+        raise BadInput("--answer needs --resume RUN_DIR")
+    task = load_task(args.task)
+    overrides = parse_assignments(args.assignments)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise BadInput("--rounds must be >= 1")
+        overrides.setdefault("budget", {})["rounds"] = args.rounds
+    settings = load_settings(task, overrides)
+    build_agents(args.model, args.critic_model, settings)  # a SPEC that cannot be served fails here
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else default_run_dir(task.name)
+    if (run_dir / CHECKPOINTS).exists():
+        raise BadInput(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    inputs = {
+        "task": str(Path(args.task).resolve()),
+        "device": args.device,
+        "model": args.model,
+        "critic_model": args.critic_model,
+        "seed": args.seed,
+        "overrides": overrides,
+        "run_dir": str(run_dir),
+    }
+    return run_dir, inputs
+
+
+def pending_question(app: CompiledStateGraph) -> dict[str, Any] | None:
+    interrupts = app.get_state(THREAD).interrupts
+    return interrupts[0].value if interrupts else None
+
+
+def validated(answer: str, app: CompiledStateGraph) -> str:
+    values = app.get_state(THREAD).values
+    parse_answer(answer, values, run_task(values))  # raises AnswerError with the reason
+    return answer
+
+
+def show_question(console: Console, question: dict[str, Any]) -> None:
+    s = question["summary"]
+    best = s["best"]
+    console.print(f"\n[bold yellow]{question['question']}[/bold yellow]")
+    console.print(
+        f"  best so far: #{best['n']} {best['module']} {best['config']}: {best['geomean_us']:.2f} us "
+        f"({best['speedup']:.2f}x the baseline's {s['baseline_us']:.2f} us)"
+    )
+    for e in s["last_errors"][-3:]:
+        console.print(
+            f"  failed #{e['n']} {e['module']} {e['config']}: {e['error_type']}: {e['message'][:160]}"
+        )
+    if question.get("error"):
+        console.print(f"  [red]{question['error']}[/red]")
+    console.print("  choices:")
+    for choice in question["choices"]:
+        console.print(f"    {choice}")
+
+
+def ask(console: Console, app: CompiledStateGraph) -> str | None:
+    """Prompt until the answer parses; None at end of input."""
+    while True:
+        try:
+            answer = console.input("[bold]answer> [/bold]").strip()
+        except EOFError:
+            return None
+        try:
+            return validated(answer, app)
+        except AnswerError as exc:
+            console.print(f"[red]{exc}[/red]")
+
+
+def drive(
+    app: CompiledStateGraph, payload: Any, args: argparse.Namespace, console: Console, run_dir: Path
+) -> int:
+    """Stream the graph until it finishes or pauses; at a pause ask (terminal) or exit 3."""
+    interactive = not args.non_interactive and sys.stdin.isatty()
+    view = ProgressView(console)
+    while True:
+        try:
+            for mode, chunk in app.stream(
+                payload, THREAD, context=RunContext(), stream_mode=["updates", "custom"], durability="sync"
+            ):
+                view.handle(mode, chunk)
+        finally:
+            view.close()
+        question = pending_question(app)
+        if question is None:
+            break
+        show_question(console, question)
+        answer = ask(console, app) if interactive else None
+        if answer is None:
+            console.print(
+                f"\npaused; the report so far is in {run_dir}/report.md. Continue with:\n"
+                f"  python -m graph.run --resume {run_dir} --answer 'continue'"
+            )
+            return EXIT_PAUSED
+        payload = Command(resume=answer)
+    state = app.get_state(THREAD)
+    if state.next:
+        raise RuntimeError(f"the graph stopped before {state.next} without a question")
+    report = json.loads((run_dir / "report.json").read_text())
+    speed = f"{report['speedup']:.3f}x" if report.get("speedup") else "-"
+    console.print(
+        f"\n[bold]{report['status']}[/bold]: {report['reason']}; best {report['best']['geomean_us']:.2f} us "
+        f"({speed} the baseline). Report: {run_dir}/report.md"
+    )
+    if report.get("note"):
+        console.print(report["note"])
+    return EXIT_DONE
+
+
+def resume(args: argparse.Namespace, console: Console) -> int:
+    run_dir = Path(args.resume).resolve()
+    if not (run_dir / CHECKPOINTS).exists():
+        raise BadInput(f"{run_dir} holds no run ({CHECKPOINTS} missing)")
+    with open_graph(run_dir) as app:
+        state = app.get_state(THREAD)
+        if not state.values:
+            raise BadInput(f"{run_dir}: the checkpoint holds no state")
+        question = pending_question(app)
+        if question is not None:
+            if args.answer is not None:
+                payload: Any = Command(resume=validated(args.answer, app))
+            else:
+                show_question(console, question)
+                answer = ask(console, app) if not args.non_interactive and sys.stdin.isatty() else None
+                if answer is None:
+                    return EXIT_PAUSED
+                payload = Command(resume=answer)
+        elif state.next:
+            if args.answer is not None:
+                raise BadInput(
+                    "the run is not waiting for an answer (it was interrupted mid-step); drop --answer"
+                )
+            console.print(f"resuming at {', '.join(state.next)} (finished steps and results are kept)")
+            payload = None
+        else:
+            console.print(f"{run_dir} has finished; see {run_dir}/report.md")
+            return EXIT_DONE
+        return drive(app, payload, args, console, run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        if args.resume:
+            return resume(args, console)
+        run_dir, inputs = new_run(args)
+        with open_graph(run_dir) as app:
+            return drive(app, inputs, args, console, run_dir)
+    except (BadInput, TaskError, SettingsError, AgentSpecError, AnswerError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""diagnose: snapshot the best (ncu on a GPU when it works, else derived from its EvalResult), then ask
+the diagnoser what limits it. The snapshot is re-taken only when the best changed."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+
+from graph.routing import decision
+from nodes.audit import audit
+from nodes.records import load_result
+from nodes.runtime import RunContext, agent_context, agents_for, run_task
+from tools.task import Task
+
+
+def diagnose(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    started = time.monotonic()
+    task = run_task(state)
+    best = state["best"]
+    update: dict[str, Any] = {}
+    if state.get("snapshot_of") == best["identity"] and state.get("snapshot"):
+        snapshot = state["snapshot"]
+    else:
+        snapshot, profiler_note = take_snapshot(state, task, best)
+        update["snapshot"], update["snapshot_of"] = snapshot, best["identity"]
+        if profiler_note:
+            update["profiler"] = {**state.get("profiler", {}), "ncu_unavailable": profiler_note}
+            audit(
+                state["run_dir"],
+                "diagnose",
+                f"ncu not used: {profiler_note}",
+                round=state["round"],
+                key="ncu",
+            )
+    diagnoser = agents_for(state, runtime)[0]
+    # Memory seam: retrieved cases (and the confidence they lend) come from the case library once wired.
+    retrieved: list[dict[str, Any]] = []
+    ctx = agent_context({**state, "snapshot": snapshot, "retrieved_cases": retrieved}, task)
+    if snapshot:
+        from profiles.render import render_snapshot
+
+        ctx.snapshot_text = render_snapshot(snapshot)
+    from profiles.source_summary import summarize_source
+
+    ctx.source_summary = summarize_source(_best_source(state, task))
+    diagnosis = diagnoser.diagnose(ctx)
+    audit(state["run_dir"], "diagnose", f"#{best['n']}: {diagnosis.summary}", round=state["round"])
+    get_stream_writer()({"event": "diagnosis", "round": state["round"], "summary": diagnosis.summary})
+    return {
+        **update,
+        "diagnosis": diagnosis.model_dump(),
+        "retrieved_cases": retrieved,
+        "proposals": [],
+        "critic_round": 0,
+        "route": decision("diagnose", "propose", diagnosis.summary),
+        "active_s": time.monotonic() - started,
+    }
+
+
+def _best_source(state: dict[str, Any], task: Task) -> str:
+    path = Path(state["run_dir"]) / state["best"]["candidate"]
+    return path.read_text() if path.exists() else task.baseline_source
+
+
+def largest_workload(task: Task, device: str) -> tuple[dict[str, int], str]:
+    return max(task.workload(device), key=lambda sd: math.prod(sd[0].values()))
+
+
+def take_snapshot(
+    state: dict[str, Any], task: Task, best: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    """(snapshot of the best at the largest workload shape, why ncu was not used or "" )."""
+    from profiles.derived import derived_snapshot
+
+    device = state["device"]
+    shape, dtype = largest_workload(task, device)
+    note = ""
+    if device == "cuda" and not state.get("profiler", {}).get("ncu_unavailable"):
+        snap, note = _ncu_snapshot(state, task, best, shape, dtype)
+        if snap is not None:
+            return snap, ""
+    result = load_result(state["run_dir"], best["identity"])
+    if result is None:
+        return None, note
+    sm_count = state["settings"]["device_limits"]["sm_count"]
+    return derived_snapshot(result.model_dump(), shape, sm_count=sm_count), note
+
+
+def _ncu_snapshot(state, task, best, shape, dtype) -> tuple[dict[str, Any] | None, str]:
+    from profiles.snapshot import snapshots_from_csv
+    from tools.ncu import ncu_available, profile_candidate
+
+    reason = ncu_available()
+    if reason:
+        return None, reason
+    run_dir = Path(state["run_dir"])
+    out_csv = run_dir / "profiles" / f"{best['identity']}.csv"
+    try:
+        profile_candidate(task.folder, run_dir / best["candidate"], best["config"], shape, dtype, out_csv)
+        snaps = snapshots_from_csv(out_csv)
+    except Exception as exc:  # ncu failing is reported once; the run goes on with derived snapshots
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if not snaps:
+        return None, "ncu profiled no launch of the candidate's kernels"
+    # With several kernels per launch (split + combine), the longest one carries the work.
+    return max(snaps, key=lambda s: s.get("duration_us") or 0.0), ""

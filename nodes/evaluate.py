@@ -1,0 +1,179 @@
+"""evaluate: run every approved candidate through the evaluator, keep the best, count the streaks, route.
+
+Each finished EvalResult lands in results/<identity>.json as it arrives; when this node runs again
+(resumed after a kill) those are reused, so a finished candidate is never evaluated twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from graph.routing import after_evaluate, finish, improved, round_outcome, update_streaks
+from nodes.audit import audit
+from nodes.records import attempt_record, load_result, save_result, with_log, write_candidate
+from nodes.runtime import RunContext, evaluator_for, module_source, run_task, space_module
+from tools.candidate import Candidate
+from tools.results import EvalResult
+
+
+def evaluate(
+    state: dict[str, Any], runtime: Runtime[RunContext]
+) -> Command[Literal["report", "propose", "reflect", "human", "diagnose"]]:
+    started = time.monotonic()
+    task = run_task(state)
+    run_dir, rnd, settings = state["run_dir"], state["round"], state["settings"]
+    evaluated_before = sum(1 for a in state.get("attempts", []) if a["round"] > 0)
+    room = max(settings["budget"]["candidates"] - evaluated_before, 0)
+    approved = [r for r in state.get("proposals", []) if r["status"] == "approved"][:room]
+    write = get_stream_writer()
+
+    candidates, modules, extra_modules = [], [], dict(state.get("extra_modules", {}))
+    for r in approved:
+        p = r["proposal"]
+        if p.get("source") is not None:
+            source, space_of = p["source"], space_module(state, p["module"])
+        else:
+            source, space_of = module_source(task, state, p["module"]), space_module(state, p["module"])
+        cand = Candidate(
+            source=source,
+            config=p["config"],
+            rationale=p["rationale"],
+            origin=r["origin"],
+            module=space_of,
+            parent=state["best"]["identity"],
+        )
+        path = write_candidate(run_dir, cand)
+        if p.get("source") is not None:
+            name = f"{r['origin'].split(':')[0]}_{cand.identity[:8]}.py"
+            extra_modules.setdefault(name, {"path": str(path), "space_of": space_of, "passed": False})
+            modules.append(name)
+        else:
+            modules.append(p["module"])
+        candidates.append(cand)
+
+    results: list[EvalResult | None] = [load_result(run_dir, c.identity) for c in candidates]
+    reused = sum(r is not None for r in results)
+    if reused:
+        audit(run_dir, "evaluate", f"reused {reused} finished result(s) from results/", round=rnd)
+    pending = [i for i, r in enumerate(results) if r is None]
+    done = [reused]
+
+    def arrived(j: int, result: EvalResult) -> None:
+        i = pending[j]
+        save_result(run_dir, candidates[i].identity, result)
+        results[i] = result
+        done[0] += 1
+        write(
+            {
+                "event": "candidate",
+                "round": rnd,
+                "done": done[0],
+                "total": len(candidates),
+                "verdict": result.verdict,
+                "error_type": result.error_type,
+                "geomean_us": result.metrics.geomean_us,
+            }
+        )
+
+    if pending:
+        baseline = load_result(run_dir, state["baseline"]["identity"])
+        evaluator_for(runtime)(
+            task,
+            [candidates[i] for i in pending],
+            device=state["device"],
+            baseline=baseline,
+            on_result=arrived,
+        )
+    missing = [candidates[i].identity for i, r in enumerate(results) if r is None]
+    if missing:
+        raise RuntimeError(f"the evaluator returned no result for {', '.join(missing)}")
+
+    n0 = len(state.get("attempts", []))
+    attempts = []
+    for i, (cand, result) in enumerate(zip(candidates, results, strict=True)):
+        review = approved[i]
+        attempts.append(
+            attempt_record(
+                n0 + i,
+                rnd,
+                cand,
+                modules[i],
+                result,
+                run_dir,
+                review,
+                review["proposal"].get("expected_effect", ""),
+            )
+        )
+        if modules[i] in extra_modules and result.passed:
+            extra_modules[modules[i]]["passed"] = True
+
+    previous = state["best"]
+    passing = [a for a in attempts if a["verdict"] == "pass" and a["geomean_us"]]
+    round_best = min(passing, key=lambda a: a["geomean_us"]) if passing else None
+    best = round_best if round_best and round_best["geomean_us"] < previous["geomean_us"] else previous
+    got_better = improved(
+        previous["geomean_us"], best["geomean_us"], settings["routing"]["stall_improvement"]
+    )
+    outcome = round_outcome(attempts, settings["routing"]["compile_error_types"])
+    streaks = update_streaks(state["streaks"], outcome, got_better)
+    failures = [a for a in attempts if a["verdict"] != "pass"]
+    last_failure = with_log(failures[-1], run_dir) if failures else None
+    elapsed = time.monotonic() - started
+
+    for a in attempts:
+        us = (
+            f"{a['geomean_us']:.2f} us"
+            if a["geomean_us"]
+            else f"{a['stage']}/{a['error_type']}: {a['message']}"
+        )
+        audit(run_dir, "evaluate", f"#{a['n']} {a['module']} {a['config']}: {a['verdict']} {us}", round=rnd)
+    if best is not previous:
+        audit(
+            run_dir,
+            "evaluate",
+            f"new best #{best['n']}: {best['geomean_us']:.2f} us "
+            f"({state['baseline']['geomean_us'] / best['geomean_us']:.2f}x the baseline)",
+            round=rnd,
+        )
+
+    after = {
+        **state,
+        "attempts": [*state.get("attempts", []), *attempts],
+        "best": best,
+        "streaks": streaks,
+        "rounds_done": state.get("rounds_done", 0) + 1,
+        "active_s": state.get("active_s", 0.0) + elapsed,
+    }
+    target = task.spec.target.model_dump()
+    routed = after_evaluate(after, target)
+    audit(run_dir, "evaluate", f"-> {routed['to']}: {routed['reason']}", round=rnd)
+    progress = {
+        "round": rnd,
+        "best_us": best["geomean_us"],
+        "round_best_us": round_best["geomean_us"] if round_best else None,
+        "evaluated": len(attempts),
+        "passed": len(passing),
+    }
+    write({"event": "round", **progress, "baseline_us": state["baseline"]["geomean_us"]})
+    update: dict[str, Any] = {
+        "attempts": attempts,
+        "best": best,
+        "streaks": streaks,
+        "rounds_done": after["rounds_done"],
+        "round": rnd + 1,
+        "progress": [progress],
+        "extra_modules": extra_modules,
+        "last_failure": last_failure,
+        "proposals": [],
+        "critic_round": 0,
+        "route": routed,
+        "active_s": elapsed,
+    }
+    if routed["to"] == "report":
+        update["stop"] = finish(after, target)
+    return Command(goto=routed["to"], update=update)

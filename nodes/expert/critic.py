@@ -1,0 +1,85 @@
+"""The expert critic: rejects what cannot be right, sends back what can be fixed, approves the rest.
+
+Objections start with a tag the proposer can act on: ``module:``, ``space:``, ``duplicate:``,
+``forbidden:`` (reject), ``resources:``, ``rationale:`` (revise).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.expert.resources import resource_problems
+from nodes.roles import AgentContext, Critique, Proposal
+from tools.candidate import candidate_identity
+from tools.static_check import check_source
+
+
+class ExpertCritic:
+    def critique(self, ctx: AgentContext, proposals: list[Proposal]) -> list[Critique]:
+        by_identity = {h["identity"]: h for h in ctx.history if h.get("identity")}
+        approved_now = set(ctx.evaluated) - set(by_identity)
+        in_batch: dict[str, int] = {}
+        verdicts = []
+        for i, prop in enumerate(proposals):
+            rejections = self._rejections(ctx, prop, i, by_identity, approved_now, in_batch)
+            if rejections:
+                verdicts.append(Critique(verdict="reject", objections=rejections))
+                continue
+            revisions = [
+                f"resources: {p}"
+                for p in resource_problems(prop.module, prop.config, ctx.device_limits, ctx.history)
+            ]
+            if not prop.rationale.strip():
+                revisions.append(
+                    "rationale: no rationale; say why this should be faster, tied to the diagnosis"
+                )
+            verdicts.append(Critique(verdict="revise" if revisions else "approve", objections=revisions))
+        return verdicts
+
+    @staticmethod
+    def _rejections(
+        ctx: AgentContext,
+        prop: Proposal,
+        index: int,
+        by_identity: dict[str, dict[str, Any]],
+        approved_now: set[str],
+        in_batch: dict[str, int],
+    ) -> list[str]:
+        space = ctx.search_spaces.get(prop.module)
+        if space is None:
+            return [f"module: unknown module {prop.module!r} (known: {', '.join(ctx.search_spaces)})"]
+        problems = [f"space: {p}" for p in config_problems(space, prop.config)]
+        source = prop.source if prop.source is not None else ctx.module_sources.get(prop.module)
+        if source is not None:
+            identity = candidate_identity(source, prop.config)
+            if identity in by_identity:
+                past = by_identity[identity]
+                outcome = ", ".join(str(x) for x in (past.get("verdict"), past.get("error_type")) if x)
+                problems.append(
+                    f"duplicate: this source and config was evaluated as #{past.get('n')} ({outcome})"
+                )
+            elif identity in approved_now:
+                problems.append("duplicate: the same source and config is already approved this round")
+            elif identity in in_batch:
+                problems.append(f"duplicate: same as proposal {in_batch[identity] + 1} of this batch")
+            else:
+                in_batch[identity] = index
+        if prop.source is not None:
+            report = check_source(prop.source, ctx.constraints.get("forbid", []))
+            if not report.ok and report.error_type == "forbidden_construct":
+                problems.append(f"forbidden: {report.message}")
+        return problems
+
+
+def config_problems(space: dict[str, list], config: dict[str, Any]) -> list[str]:
+    """Why ``config`` lies outside ``space``, naming each key (same rules as Task.config_problems)."""
+    problems = []
+    for key, value in config.items():
+        if key not in space:
+            problems.append(f"{key} is not a search-space key (allowed: {', '.join(space) or 'none'})")
+        elif value not in space[key]:
+            problems.append(f"{key}={value!r} is not among the allowed values {space[key]}")
+    missing = [key for key in space if key not in config]
+    if missing:
+        problems.append(f"missing value(s) for {', '.join(missing)}")
+    return problems

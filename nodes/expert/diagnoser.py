@@ -1,0 +1,58 @@
+"""The expert diagnoser: the snapshot's bottleneck, weighed by where it came from and by the history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.routing import largest_shape_roofline
+from nodes.roles import BOTTLENECKS, AgentContext, Diagnosis
+
+DERIVED_CONFIDENCE_CAP = 0.6
+NO_SNAPSHOT_CONFIDENCE = 0.2
+
+
+class ExpertDiagnoser:
+    """Reads the profile snapshot of the best and the attempts so far; never calls a model."""
+
+    def diagnose(self, ctx: AgentContext) -> Diagnosis:
+        snap: dict[str, Any] = ctx.snapshot or {}
+        bottleneck = snap.get("bottleneck")
+        if bottleneck in BOTTLENECKS:
+            evidence = [str(e) for e in snap.get("evidence", [])]
+            confidence = float(snap.get("confidence", 0.5))
+        else:
+            bottleneck = "latency_bound"
+            evidence = ["no profile snapshot of the best: assuming nothing is saturated"]
+            confidence = NO_SNAPSHOT_CONFIDENCE
+        if snap.get("source") == "derived":
+            confidence = min(confidence, DERIVED_CONFIDENCE_CAP)
+            evidence.append("snapshot derived from timings, launch grid and resources (no ncu)")
+        evidence.extend(_history_evidence(ctx))
+        lead = evidence[0] if evidence else ""
+        return Diagnosis(
+            bottleneck=bottleneck,
+            evidence=evidence,
+            confidence=round(confidence, 2),
+            summary=f"{bottleneck} (confidence {confidence:.2f}): {lead}",
+        )
+
+
+def _history_evidence(ctx: AgentContext) -> list[str]:
+    notes = []
+    best = ctx.best or {}
+    baseline = next((h for h in ctx.history if h.get("origin") == "baseline"), None)
+    if best.get("geomean_us") and baseline and baseline.get("geomean_us"):
+        notes.append(
+            f"best #{best.get('n', 0)} at {best['geomean_us']:.2f} us geomean, "
+            f"{baseline['geomean_us'] / best['geomean_us']:.2f}x the baseline"
+        )
+    pct = largest_shape_roofline(best.get("per_shape") or [])
+    if pct is not None:
+        notes.append(f"{pct:.0f}% of the roofline at the largest shape")
+    if best.get("interpreted"):
+        notes.append("timings are Triton-interpreter wall times: they rank configs, they are no speed claim")
+    recent = [h for h in ctx.history if h.get("round") == ctx.round - 1 and h.get("verdict") == "fail"]
+    if recent:
+        kinds = sorted({h.get("error_type") or "unknown" for h in recent})
+        notes.append(f"{len(recent)} candidate(s) of the last round failed ({', '.join(kinds)})")
+    return notes

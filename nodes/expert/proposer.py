@@ -1,0 +1,344 @@
+"""The expert proposer: random exploration, then one-step local search steered by the bottleneck.
+
+- Exploration (the first ``explore_rounds`` rounds): distinct random points of the human's space,
+  variants included as one more dimension.
+- Local search: one-step neighbours of the top ``top_k`` passing configs, round-robin over the parents,
+  each parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles,
+  more splits; register_spills: smaller tiles, more warps; ...). A share of each round goes to random
+  restarts, more of it after a round without improvement.
+- Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
+  baseline's speed are not mutated; values that failed twice and never passed are avoided.
+- memory_bound with every shape near the roofline: nothing left to gain, say so and stop.
+- Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
+- Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
+Deterministic under the run's seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from nodes.expert.resources import resource_problems
+from nodes.expert.space import key_role, neighbours, point_key, random_points
+from nodes.roles import AgentContext, Proposal
+from tools.candidate import candidate_identity
+
+# (role, step) -> (score, why, expected effect), per bottleneck.
+STEERING: dict[str, dict[tuple[str, int], tuple[float, str, str]]] = {
+    "low_parallelism": {
+        ("tile", -1): (
+            2.0,
+            "smaller tiles give more programs to fill the SMs",
+            "lower time where the grid is small",
+        ),
+        ("split", 1): (2.0, "more splits give more programs per row", "lower time where the grid is small"),
+        ("warps", -1): (1.0, "fewer warps per program let more programs share an SM", "better SM fill"),
+    },
+    "register_spills": {
+        ("tile", -1): (2.0, "smaller tiles need fewer registers", "fewer or no spills"),
+        ("warps", 1): (1.0, "more threads share the tile, fewer registers each", "fewer spills"),
+        ("stages", -1): (1.0, "fewer pipeline stages hold fewer buffers", "less register pressure"),
+    },
+    "memory_bound": {
+        ("tile", 1): (1.0, "wider programs issue larger, coalesced loads", "higher achieved bandwidth"),
+        ("warps", 1): (0.5, "more warps keep more loads in flight", "higher achieved bandwidth"),
+    },
+    "latency_bound": {
+        ("warps", 1): (1.0, "more warps hide memory latency", "more loads in flight"),
+        ("stages", 1): (1.0, "deeper pipelining overlaps loads with math", "latency hidden"),
+        ("tile", 1): (1.0, "more work per program amortizes fixed costs", "fewer, busier programs"),
+    },
+    "memory_access_pattern": {
+        ("tile", 1): (1.0, "wider contiguous tiles coalesce better", "fewer wasted sectors"),
+    },
+    "compute_bound": {
+        ("stages", 1): (1.0, "deeper pipelining keeps the math units fed", "higher pipe utilization"),
+        ("tile", 1): (1.0, "larger tiles reuse each loaded value more", "fewer loads per FLOP"),
+    },
+    "contention": {
+        ("split", -1): (2.0, "fewer splits, fewer partial results to combine", "less serialization"),
+    },
+}
+# Words in a variant's file name that suggest it answers a bottleneck (a human named the variant).
+VARIANT_HINTS: dict[str, tuple[str, ...]] = {
+    "low_parallelism": ("split",),
+    "memory_bound": ("group", "split", "multirow", "online"),
+    "latency_bound": ("multirow", "group"),
+}
+UNTRIED_VARIANT_BONUS = 1.0
+HINTED_VARIANT_BONUS = 1.5
+
+
+class ExpertProposer:
+    """Proposes configs (never new source) from the task's search space."""
+
+    def __init__(self, search: dict[str, Any]):
+        self.search = search
+        self.last_reason = ""
+        self.converged = False
+
+    # -- entry point --------------------------------------------------------------------------------
+    def propose(self, ctx: AgentContext) -> list[Proposal]:
+        self.last_reason, self.converged = "", False
+        if ctx.mode == "revise":
+            return self._revise(ctx)
+        stop = self._near_roofline(ctx)
+        if stop:
+            self.last_reason, self.converged = stop, True
+            return []
+        rng = random.Random(f"{ctx.seed}:{ctx.round}:{ctx.mode}:{len(ctx.history)}")
+        seen = self._seen(ctx)
+        avoid = _avoided_values(ctx.history)
+        modules = list(ctx.search_spaces)
+        n = ctx.n_candidates
+        picks: list[Proposal] = []
+        exploring = ctx.round <= self.search["explore_rounds"] or not self._parents(ctx)
+        if exploring and ctx.mode != "reflect":
+            for module, config in random_points(rng, ctx.search_spaces, modules, n * 3, seen):
+                if len(picks) < n and not _uses_avoided(module, config, avoid):
+                    picks.append(_random_proposal(module, config, ctx, "random exploration"))
+        else:
+            restarts = 0 if ctx.mode == "reflect" else math.floor(n * self._restart_fraction(ctx))
+            picks = self._local(ctx, rng, seen, avoid, n - restarts)
+            taken = {point_key(p.module, p.config) for p in picks}
+
+            def excluded(module: str, config: dict[str, Any]) -> bool:
+                return seen(module, config) or point_key(module, config) in taken
+
+            for module, config in random_points(
+                rng, ctx.search_spaces, modules, (n - len(picks)) * 3, excluded
+            ):
+                if len(picks) < n and not _uses_avoided(module, config, avoid):
+                    picks.append(_random_proposal(module, config, ctx, "random restart"))
+        if ctx.mode == "fix" and ctx.last_failure:
+            failed = ctx.last_failure
+            note = f" (the failed config {failed.get('config')} is discarded: {failed.get('error_type')})"
+            for p in picks:
+                p.rationale += note
+        if not picks:
+            self.last_reason = "every config of the search space that is worth trying has been evaluated"
+        return picks
+
+    # -- pieces ---------------------------------------------------------------------------------
+    @staticmethod
+    def _seen(ctx: AgentContext) -> Callable[[str, dict[str, Any]], bool]:
+        """Whether a point was evaluated already or approved this round (by identity, like the critic)."""
+        evaluated = set(ctx.evaluated)
+        in_history = {point_key(h["module"], h["config"]) for h in ctx.history if h.get("module")}
+
+        def seen(module: str, config: dict[str, Any]) -> bool:
+            source = ctx.module_sources.get(module)
+            if source is not None and candidate_identity(source, config) in evaluated:
+                return True
+            return point_key(module, config) in in_history
+
+        return seen
+
+    def _parents(self, ctx: AgentContext) -> list[dict[str, Any]]:
+        """Top-k passing attempts, excluding those slower than the pruning bound."""
+        baseline = next((h for h in ctx.history if h.get("origin") == "baseline"), None)
+        bound = None
+        if baseline and baseline.get("geomean_us") and self.search["prune_below_baseline"] > 0:
+            bound = baseline["geomean_us"] / self.search["prune_below_baseline"]
+        passing = [
+            h
+            for h in ctx.history
+            if h.get("verdict") == "pass"
+            and h.get("geomean_us")
+            and h.get("module") in ctx.search_spaces
+            and (bound is None or h["geomean_us"] <= bound)
+        ]
+        passing.sort(key=lambda h: (h["geomean_us"], h.get("n", 0)))
+        if ctx.mode == "reflect":
+            keep = [passing[0]] if passing else []
+            keep += [h for h in passing if h.get("origin") == "baseline" and h not in keep]
+            return keep
+        return passing[: self.search["top_k"]]
+
+    def _restart_fraction(self, ctx: AgentContext) -> float:
+        plateau = _rounds_without_improvement(ctx.history) >= 1 and ctx.round > 2
+        return self.search["plateau_restart_fraction" if plateau else "restart_fraction"]
+
+    def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
+        bottleneck = ctx.diagnosis.bottleneck if ctx.diagnosis else "latency_bound"
+        steering = STEERING.get(bottleneck, {})
+        hints = VARIANT_HINTS.get(bottleneck, ())
+        tried_modules = {h.get("module") for h in ctx.history}
+        modules = list(ctx.search_spaces)
+        queues = []
+        for rank, parent in enumerate(self._parents(ctx)):
+            scored = []
+            for move in neighbours(parent["module"], parent["config"], ctx.search_spaces, modules):
+                if seen(move["module"], move["config"]):
+                    continue
+                if _uses_avoided(move["module"], move["config"], avoid):
+                    continue
+                score, why, effect = _score(move, steering, hints, tried_modules)
+                scored.append((-score, rng.random(), move, why, effect))
+            scored.sort(key=lambda s: s[:2])
+            queues.append((rank, parent, scored))
+        picks: list[Proposal] = []
+        taken: set[str] = set()
+        depth = 0
+        while len(picks) < n and any(depth < len(q[2]) for q in queues):
+            for rank, parent, scored in queues:
+                if depth >= len(scored) or len(picks) >= n:
+                    continue
+                _, _, move, why, effect = scored[depth]
+                key = point_key(move["module"], move["config"])
+                if key in taken:
+                    continue
+                taken.add(key)
+                picks.append(_local_proposal(move, parent, rank, bottleneck, why, effect, ctx))
+            depth += 1
+        return picks
+
+    def _near_roofline(self, ctx: AgentContext) -> str:
+        if not ctx.diagnosis or ctx.diagnosis.bottleneck != "memory_bound":
+            return ""
+        rows = [r for r in (ctx.best or {}).get("per_shape") or [] if r.get("roofline_pct") is not None]
+        if not rows:
+            return ""
+        lowest = min(r["roofline_pct"] for r in rows)
+        if lowest >= self.search["near_roofline_pct"]:
+            return (
+                f"memory_bound and every shape at >= {lowest:.0f}% of the roofline "
+                f"(threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
+            )
+        return ""
+
+    def _revise(self, ctx: AgentContext) -> list[Proposal]:
+        out = []
+        seen = self._seen(ctx)
+        for i, item in enumerate(ctx.revise):
+            prop = Proposal.model_validate(item["proposal"])
+            config, answers = dict(prop.config), []
+            for objection in item["objections"]:
+                if objection.startswith("resources:"):
+                    smaller = _fit(prop.module, config, ctx, seen)
+                    if smaller is None:
+                        break
+                    changed = ", ".join(f"{k} {config[k]}->{v}" for k, v in smaller.items() if config[k] != v)
+                    answers.append(f"{changed}: now within the estimated limits")
+                    config = smaller
+                elif objection.startswith("rationale:"):
+                    answers.append("rationale and expected effect stated")
+                else:
+                    break  # an objection this policy cannot answer: withdraw the proposal
+            else:
+                out.append(
+                    Proposal(
+                        module=prop.module,
+                        config=config,
+                        source=prop.source,
+                        rationale=prop.rationale or f"revised {prop.config} after the critic's objections",
+                        expected_effect=prop.expected_effect or "as the original proposal, within the limits",
+                        answers=answers,
+                        revises=i,
+                    )
+                )
+        return out
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _avoided_values(history: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(module, key, value) that failed at least twice and never passed."""
+    failed: dict[tuple[str, str, str], int] = defaultdict(int)
+    passed: set[tuple[str, str, str]] = set()
+    for h in history:
+        if not h.get("module") or not h.get("config"):
+            continue
+        for key, value in h["config"].items():
+            item = (h["module"], key, repr(value))
+            if h.get("verdict") == "pass":
+                passed.add(item)
+            elif h.get("error_type") not in (None, "out_of_search_space"):
+                failed[item] += 1
+    return {item for item, count in failed.items() if count >= 2 and item not in passed}
+
+
+def _uses_avoided(module: str, config: dict[str, Any], avoid: set) -> bool:
+    return any((module, k, repr(v)) in avoid for k, v in config.items())
+
+
+def _rounds_without_improvement(history: list[dict[str, Any]], threshold: float = 0.01) -> int:
+    per_round: dict[int, float] = {}
+    for h in history:
+        if h.get("verdict") == "pass" and h.get("geomean_us"):
+            r = h.get("round", 0)
+            per_round[r] = min(per_round.get(r, math.inf), h["geomean_us"])
+    best, stale = math.inf, 0
+    for r in sorted(per_round):
+        if per_round[r] < best * (1 - threshold):
+            best, stale = per_round[r], 0
+        else:
+            stale += 1
+    return stale
+
+
+def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
+    if move["key"] == "module":
+        score, why = 0.0, f"the variant {move['new']} is another code structure"
+        if move["new"] not in tried_modules:
+            score += UNTRIED_VARIANT_BONUS
+            why += " not tried yet"
+        if any(word in move["new"].lower() for word in hints):
+            score += HINTED_VARIANT_BONUS
+            why += ", and its design targets this bottleneck"
+        return score, why, "a different kernel structure for the same config"
+    entry = steering.get((key_role(move["key"]), move["step"]))
+    if entry:
+        return entry
+    return 0.0, "", "ranks a neighbour of a top config"
+
+
+def _local_proposal(move, parent, rank, bottleneck, why, effect, ctx) -> Proposal:
+    head = f"one step from #{parent.get('n', 0)} ({parent['geomean_us']:.2f} us, top-{rank + 1})"
+    if move["key"] == "module":
+        change = f"same config on {move['new']}"
+    else:
+        change = f"{move['key']} {move['old']}->{move['new']}"
+    reason = f"{bottleneck}: {why}" if why else "local search around the top configs"
+    return Proposal(
+        module=move["module"],
+        config=move["config"],
+        rationale=f"{head}: {change}; {reason}",
+        expected_effect=effect,
+    )
+
+
+def _random_proposal(module: str, config: dict[str, Any], ctx: AgentContext, kind: str) -> Proposal:
+    return Proposal(
+        module=module,
+        config=config,
+        rationale=f"{kind} (round {ctx.round}): {module} {config}",
+        expected_effect="maps an unexplored region of the space; kept if it beats the best",
+    )
+
+
+def _fit(module: str, config: dict[str, Any], ctx: AgentContext, seen) -> dict[str, Any] | None:
+    """The closest config in the space (smaller tiles first, then more warps) that passes the estimate."""
+    space = ctx.search_spaces.get(module, {})
+    frontier, visited = [dict(config)], {point_key(module, config)}
+    for _ in range(12):
+        nxt = []
+        for cfg in frontier:
+            for move in neighbours(module, cfg, {module: space}, [module]):
+                role = key_role(move["key"])
+                if not ((role == "tile" and move["step"] < 0) or (role == "warps" and move["step"] > 0)):
+                    continue
+                key = point_key(module, move["config"])
+                if key in visited:
+                    continue
+                visited.add(key)
+                if not seen(module, move["config"]) and not resource_problems(
+                    module, move["config"], ctx.device_limits, ctx.history
+                ):
+                    return move["config"]
+                nxt.append(move["config"])
+        frontier = nxt
+    return None

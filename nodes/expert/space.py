@@ -1,0 +1,131 @@
+"""The search space as the expert policy walks it: points, random draws, one-step neighbours.
+
+A point is (module, config). Variants are one more dimension: switching module keeps every value
+the other module's space allows and takes that space's first value for the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from collections.abc import Callable
+from typing import Any, Literal
+
+Space = dict[str, list]
+Role = Literal["tile", "split", "warps", "stages", "other"]
+
+ENUMERATE_LIMIT = 50_000
+
+
+def point_key(module: str, config: dict[str, Any]) -> str:
+    return json.dumps([module, config], sort_keys=True, default=str)
+
+
+def key_role(key: str) -> Role:
+    """What a key does to a program, guessed from its name (the usual Triton spellings)."""
+    upper = key.upper()
+    if upper == "NUM_WARPS":
+        return "warps"
+    if upper == "NUM_STAGES":
+        return "stages"
+    if "SPLIT" in upper or "PARTITION" in upper:
+        return "split"
+    if any(word in upper for word in ("BLOCK", "TILE", "ROWS", "CHUNK", "PER_PROG", "GROUP")):
+        return "tile"
+    return "other"
+
+
+def ordered(values: list) -> list:
+    """Numeric values ascending (so a neighbour is one step up or down); others as the human wrote them."""
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return sorted(values)
+    return list(values)
+
+
+def space_size(spaces: dict[str, Space], modules: list[str]) -> int:
+    return sum(math.prod(len(v) for v in spaces[m].values()) for m in modules)
+
+
+def all_points(spaces: dict[str, Space], modules: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    points = []
+    for module in modules:
+        keys = list(spaces[module])
+        for values in itertools.product(*(spaces[module][k] for k in keys)):
+            points.append((module, dict(zip(keys, values, strict=True))))
+    return points
+
+
+def random_points(
+    rng: random.Random,
+    spaces: dict[str, Space],
+    modules: list[str],
+    n: int,
+    exclude: Callable[[str, dict[str, Any]], bool],
+) -> list[tuple[str, dict[str, Any]]]:
+    """Up to n distinct points not excluded, drawn uniformly over the union of the modules' spaces."""
+    if space_size(spaces, modules) <= ENUMERATE_LIMIT:
+        fresh = [p for p in all_points(spaces, modules) if not exclude(*p)]
+        return rng.sample(fresh, min(n, len(fresh)))
+    picked: dict[str, tuple[str, dict[str, Any]]] = {}
+    weights = [math.prod(len(v) for v in spaces[m].values()) for m in modules]
+    for _ in range(n * 50):
+        if len(picked) == n:
+            break
+        module = rng.choices(modules, weights)[0]
+        config = {k: rng.choice(v) for k, v in spaces[module].items()}
+        if not exclude(module, config):
+            picked[point_key(module, config)] = (module, config)
+    return list(picked.values())
+
+
+def carry_over(config: dict[str, Any], space: Space) -> dict[str, Any]:
+    """A config for another module's space: shared values kept, the rest at that space's first value."""
+    return {k: config[k] if config.get(k) in values else values[0] for k, values in space.items()}
+
+
+def neighbours(
+    module: str, config: dict[str, Any], spaces: dict[str, Space], modules: list[str]
+) -> list[dict[str, Any]]:
+    """One-step moves: each key one value up or down, or the same config on another module.
+
+    Each move: {module, config, key, old, new, step (+1/-1, 0 for a module switch)}.
+    """
+    moves = []
+    for key, values in spaces[module].items():
+        values = ordered(values)
+        if config.get(key) not in values:
+            continue
+        i = values.index(config[key])
+        for step in (-1, 1):
+            if 0 <= i + step < len(values):
+                new = {**config, key: values[i + step]}
+                moves.append(
+                    {
+                        "module": module,
+                        "config": new,
+                        "key": key,
+                        "old": config[key],
+                        "new": values[i + step],
+                        "step": step,
+                    }
+                )
+    for other in modules:
+        if other != module:
+            moves.append(
+                {
+                    "module": other,
+                    "config": carry_over(config, spaces[other]),
+                    "key": "module",
+                    "old": module,
+                    "new": other,
+                    "step": 0,
+                }
+            )
+    return moves
+
+
+def tile_elements(config: dict[str, Any]) -> int:
+    """Product of the tile-like values (BLOCK_*, ROWS, ...): elements a program holds at once, at least."""
+    return math.prod(v for k, v in config.items() if key_role(k) == "tile" and isinstance(v, int))

@@ -1,0 +1,126 @@
+"""propose: ask the proposer for this round's candidates, in the mode the route says.
+
+Modes: explore (after diagnose), fix (after a compile failure: the context carries the failed attempt
+with its full log), reflect (after the reflect step), revise (after the critic: each proposal sent
+back must come back answering every objection, or it is dropped).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from graph.routing import after_propose
+from nodes.audit import audit
+from nodes.roles import Proposal
+from nodes.runtime import RunContext, agent_context, agents_for, module_source, run_task
+from tools.candidate import candidate_identity
+from tools.task import Task
+
+
+def review_record(
+    prop: Proposal, task: Task, state: dict[str, Any], origin: str, **fields: Any
+) -> dict[str, Any]:
+    """A proposal as the state tracks it through the critic: status, objections, answers, identity."""
+    known = prop.module in task.module_names or prop.module in state.get("extra_modules", {})
+    source = (
+        prop.source
+        if prop.source is not None
+        else (module_source(task, state, prop.module) if known else None)
+    )
+    return {
+        "proposal": prop.model_dump(),
+        "origin": origin,
+        "status": "pending",
+        "objections": [],
+        "answers": list(prop.answers),
+        "identity": candidate_identity(source, prop.config) if source is not None else None,
+        "critic_round": state.get("critic_round", 0),
+        **fields,
+    }
+
+
+def propose(
+    state: dict[str, Any], runtime: Runtime[RunContext]
+) -> Command[Literal["critic", "human", "report"]]:
+    started = time.monotonic()
+    task = run_task(state)
+    route = state.get("route") or {}
+    mode = route.get("mode", "explore") if route.get("to") == "propose" else "explore"
+    current = state.get("proposals", [])
+    revising = [p for p in current if p["status"] == "revise"] if mode == "revise" else []
+    extra: dict[str, Any] = {}
+    if revising:
+        extra["revise"] = [{"proposal": p["proposal"], "objections": p["objections"]} for p in revising]
+        extra["objections"] = [o for p in revising for o in p["objections"]]
+    else:
+        # Proposing again after the critic rejected everything: the reasons travel along.
+        extra["objections"] = [o for p in current if p["status"] == "rejected" for o in p["objections"]]
+        mode = "explore" if mode == "revise" else mode
+    ctx = agent_context(state, task, mode, **extra)
+    proposer = agents_for(state, runtime)[1]
+    origin = "expert" if (state.get("model") or "expert") == "expert" else f"llm:{state['model']}"
+    new = proposer.propose(ctx)
+    run_dir, rnd = state["run_dir"], state["round"]
+
+    dropped: list[dict[str, Any]] = []
+    if revising:
+        records = [p for p in current if p["status"] == "approved"]
+        answered: set[int] = set()
+        for prop in new:
+            i = prop.revises
+            if i is None or not 0 <= i < len(revising) or i in answered:
+                records.append(review_record(prop, task, state, origin))
+                continue
+            answered.add(i)
+            objections = revising[i]["objections"]
+            record = review_record(prop, task, state, origin, objections=objections)
+            if len(prop.answers) < len(objections):
+                record.update(status="rejected", objections=[*objections, "unanswered objection(s): dropped"])
+                dropped.append(record)
+            else:
+                records.append(record)
+        for i, item in enumerate(revising):
+            if i not in answered:
+                dropped.append(
+                    {**item, "status": "rejected", "objections": [*item["objections"], "withdrawn"]}
+                )
+    else:
+        records = [review_record(p, task, state, origin) for p in new[: ctx.n_candidates]]
+
+    fresh = [r for r in records if r["status"] == "pending"]
+    for r in fresh:
+        p = r["proposal"]
+        answers = f" | answers: {'; '.join(r['answers'])}" if r["answers"] else ""
+        audit(
+            run_dir,
+            "propose",
+            f"({mode} mode) {p['module']} {p['config']}: {p['rationale']}{answers}",
+            round=rnd,
+        )
+    for r in dropped:
+        audit(
+            run_dir,
+            "propose",
+            f"dropped {r['proposal']['module']} {r['proposal']['config']}: {r['objections'][-1]}",
+            round=rnd,
+        )
+    stop_reason = getattr(proposer, "last_reason", "") or ""
+    converged = bool(getattr(proposer, "converged", False)) and not fresh
+    decision = after_propose(state, len(fresh), mode, stop_reason, converged)
+    audit(run_dir, "propose", f"-> {decision['to']}: {decision['reason']}", round=rnd)
+    get_stream_writer()({"event": "proposed", "round": rnd, "mode": mode, "count": len(fresh)})
+    update: dict[str, Any] = {
+        "proposals": records,
+        "rejected": dropped,
+        "reflection": "" if mode == "reflect" else state.get("reflection", ""),
+        "route": decision,
+        "active_s": time.monotonic() - started,
+    }
+    if converged:
+        update["stop"] = {"status": "converged", "reason": stop_reason}
+    return Command(goto=decision["to"], update=update)

@@ -1,0 +1,264 @@
+"""report: write report.json, report.md and progress.png into the run folder.
+
+Also written (status ``awaiting_human``) whenever the run pauses for a human, so a paused run has a
+report too. Interpreted (CPU) timings are labelled as such everywhere: they rank, they claim nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from graph.routing import finish
+from nodes.audit import audit, read_trail
+from nodes.runtime import RunContext, run_task
+
+INTERPRETED_NOTE = (
+    "Timings are Triton-interpreter wall times on the CPU: usable to rank candidates, never a speed claim."
+)
+
+
+def _summary(a: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not a:
+        return None
+    keys = (
+        "n",
+        "module",
+        "config",
+        "origin",
+        "geomean_us",
+        "roofline_pct",
+        "candidate",
+        "result",
+        "rationale",
+    )
+    return {k: a.get(k) for k in keys}
+
+
+def _per_shape(baseline: dict[str, Any], best: dict[str, Any]) -> list[dict[str, Any]]:
+    base = {(json.dumps(r["shape"], sort_keys=True), r["dtype"]): r for r in baseline.get("per_shape", [])}
+    rows = []
+    for r in best.get("per_shape", []):
+        b = base.get((json.dumps(r["shape"], sort_keys=True), r["dtype"]), {})
+        rows.append(
+            {
+                "shape": r["shape"],
+                "dtype": r["dtype"],
+                "baseline_us": b.get("median_us"),
+                "best_us": r["median_us"],
+                "speedup": round(b["median_us"] / r["median_us"], 3)
+                if b.get("median_us") and r["median_us"]
+                else None,
+                "best_gbps": r.get("gbps"),
+                "best_roofline_pct": r.get("roofline_pct"),
+                "baseline_roofline_pct": b.get("roofline_pct"),
+            }
+        )
+    return rows
+
+
+def build_report(
+    state: dict[str, Any], status: str, reason: str, paused: dict | None = None
+) -> dict[str, Any]:
+    baseline, best = state["baseline"], state["best"]
+    interpreted = bool(best.get("interpreted"))
+    attempts = [
+        {
+            k: a.get(k)
+            for k in (
+                "n",
+                "round",
+                "module",
+                "config",
+                "origin",
+                "verdict",
+                "stage",
+                "error_type",
+                "message",
+                "geomean_us",
+                "roofline_pct",
+                "rationale",
+                "expected_effect",
+                "candidate",
+                "result",
+            )
+        }
+        | {"critique": {"objections": a.get("objections", []), "answers": a.get("answers", [])}}
+        for a in state.get("attempts", [])
+    ]
+    return {
+        "task": state["task"],
+        "task_name": state["task_name"],
+        "status": status,
+        "reason": reason,
+        "device": {"kind": state["device"], "name": best.get("device_name"), "interpreted": interpreted},
+        "note": INTERPRETED_NOTE if interpreted else "",
+        "baseline": _summary(baseline),
+        "best": _summary(best),
+        "speedup": round(baseline["geomean_us"] / best["geomean_us"], 4) if best.get("geomean_us") else None,
+        "per_shape": _per_shape(baseline, best),
+        "rounds": state.get("rounds_done", 0),
+        "candidates_evaluated": sum(1 for a in state.get("attempts", []) if a["round"] > 0),
+        "wall_s": round(time.time() - state["started_at"], 1),
+        "active_s": round(state.get("active_s", 0.0), 1),
+        "model": state.get("model"),
+        "critic_model": state.get("critic_model") or state.get("model"),
+        "seed": state.get("seed", 0),
+        "attempts": attempts,
+        "rejected_proposals": [
+            {
+                "module": r["proposal"]["module"],
+                "config": r["proposal"]["config"],
+                "origin": r.get("origin"),
+                "rationale": r["proposal"]["rationale"],
+                "objections": r["objections"],
+            }
+            for r in state.get("rejected", [])
+        ],
+        "retrieved_cases": state.get("retrieved_cases", []),
+        "memory": state.get("memory", {"enabled": False, "reason": "not recorded"}),
+        "profiler": state.get("profiler", {}),
+        "search_spaces": state.get("search_spaces"),
+        "forbid": state.get("forbid"),
+        "settings": state.get("settings"),
+        "paused": paused,
+        "run_dir": state["run_dir"],
+    }
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
+    best, baseline, memory = report["best"], report["baseline"], report["memory"]
+    lines = [
+        f"# {report['task_name']}: {report['status']}",
+        "",
+        f"- reason: {report['reason']}",
+        f"- device: {report['device']['kind']} ({report['device']['name']})",
+        f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
+        f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
+        f"({best['candidate']})",
+        f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x",
+        f"- rounds: {report['rounds']}, candidates evaluated: {report['candidates_evaluated']}, "
+        f"wall time: {report['wall_s']:.0f} s (active {report['active_s']:.0f} s)",
+        f"- proposer: {report['model']}, critic: {report['critic_model']}, seed {report['seed']}",
+        f"- memory: {'on' if memory.get('enabled') else 'off'} ({memory.get('reason', '')})",
+    ]
+    if report["note"]:
+        lines += ["", f"> {report['note']}"]
+    if report["paused"]:
+        p = report["paused"]
+        lines += [
+            "",
+            "## Waiting for a decision",
+            "",
+            f"Paused: {p['why']}. Resume with "
+            f"`python -m graph.run --resume {report['run_dir']} --answer 'continue|stop|widen K=V|...'`.",
+        ]
+    lines += ["", "## What won", "", best.get("rationale") or "the baseline (nothing beat it)"]
+    lines += [
+        "",
+        "## Per shape",
+        "",
+        "| shape | dtype | baseline us | best us | speedup | best GB/s | best % roofline |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in report["per_shape"]:
+        shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+        lines.append(
+            f"| {shape} | {r['dtype']} | {_fmt(r['baseline_us'])} | {_fmt(r['best_us'])} | "
+            f"{_fmt(r['speedup'], 3)} | "
+            f"{_fmt(r['best_gbps'], 0)} | {_fmt(r['best_roofline_pct'], 1)} |"
+        )
+    lines += [
+        "",
+        "## What was tried",
+        "",
+        "| # | round | module | config | origin | verdict | us | why | critique |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for a in report["attempts"]:
+        verdict = a["verdict"] if a["verdict"] == "pass" else f"{a['verdict']} ({a['error_type']})"
+        crit = "; ".join(a["critique"]["objections"] + a["critique"]["answers"])
+        lines.append(
+            f"| {a['n']} | {a['round']} | {a['module']} | `{json.dumps(a['config'])}` | {a['origin']} | "
+            f"{verdict} | {_fmt(a['geomean_us'])} | {(a['rationale'] or '').replace('|', '/')} | "
+            f"{crit.replace('|', '/')} |"
+        )
+    if report["rejected_proposals"]:
+        lines += ["", "## Rejected before evaluation", ""]
+        for r in report["rejected_proposals"]:
+            lines.append(f"- {r['module']} `{json.dumps(r['config'])}`: {'; '.join(r['objections'])}")
+    lines += ["", "## Audit trail", ""]
+    lines += [f"- r{e.get('round')} {e.get('node')}: {e.get('message')}" for e in trail]
+    return "\n".join(lines) + "\n"
+
+
+def plot_progress(state: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    progress = state.get("progress", [])
+    baseline_us = state["baseline"]["geomean_us"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.step(
+        [p["round"] for p in progress], [p["best_us"] for p in progress], where="post", label="best so far"
+    )
+    tried = [(p["round"], p["round_best_us"]) for p in progress if p.get("round_best_us")]
+    if tried:
+        ax.scatter(*zip(*tried, strict=True), s=14, color="gray", label="best of the round", zorder=3)
+    ax.axhline(baseline_us, color="tab:red", linestyle="--", label=f"baseline {baseline_us:.1f} us")
+    floor = roofline_floor(state["best"].get("per_shape", []))
+    if floor:
+        ax.axhline(floor, color="tab:green", linestyle=":", label=f"roofline floor {floor:.1f} us")
+    interpreted = state["best"].get("interpreted")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round")
+    ax.set_ylabel("geomean time (us)" + (", Triton interpreter" if interpreted else ""))
+    ax.set_title(
+        f"{state['task_name']}: best time per round"
+        + (" (interpreted: no speed claim)" if interpreted else "")
+    )
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def roofline_floor(per_shape: list[dict[str, Any]]) -> float | None:
+    """Geomean of each shape's time at 100% of the roofline (time x roofline %), when every shape has one."""
+    floors = [r["median_us"] * r["roofline_pct"] / 100 for r in per_shape if r.get("roofline_pct")]
+    if not floors or len(floors) != len(per_shape):
+        return None
+    return math.exp(sum(math.log(f) for f in floors) / len(floors))
+
+
+def write_report(
+    state: dict[str, Any], status: str, reason: str = "", paused: dict | None = None
+) -> dict[str, Any]:
+    run_dir = Path(state["run_dir"])
+    report = build_report(state, status, reason or (paused or {}).get("why", ""), paused)
+    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (run_dir / "report.md").write_text(render_markdown(report, read_trail(run_dir)))
+    plot_progress(state, run_dir / "progress.png")
+    return report
+
+
+def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+    started = time.monotonic()
+    task = run_task(state)
+    done = finish(state, task.spec.target.model_dump()) or {"status": "budget_exhausted", "reason": "ended"}
+    audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
+    state = {**state, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
+    write_report(state, done["status"], done["reason"])
+    return {"stop": done, "active_s": time.monotonic() - started}
