@@ -117,9 +117,14 @@ def classify_derived(m: dict[str, Any], thresholds: dict[str, Any] | None = None
     return Verdict(label="latency_bound", confidence=confidence, evidence=lines)
 
 
-def derived_snapshot(result: dict, shape: dict | None = None, sm_count: int = 132) -> dict:
-    """DESIGN section 4 snapshot from an EvalResult dict (``.model_dump()``), labelled "derived"."""
-    thresholds = load_thresholds()
+def derived_snapshot(
+    result: dict, shape: dict | None = None, sm_count: int = 132, *, thresholds: dict | None = None
+) -> dict:
+    """DESIGN section 4 snapshot from an EvalResult dict (``.model_dump()``), labelled "derived".
+
+    ``shape`` picks the timed shape (default: the first); ``thresholds`` defaults to configs/profiles.yaml.
+    """
+    thresholds = thresholds or load_thresholds()
     metrics, main = derived_metrics(result, shape, sm_count)
     verdict = classify_derived(metrics, thresholds)
     return {

@@ -164,3 +164,23 @@ def test_from_the_evaluator_itself() -> None:
         programs = kernel["grid"][0] * kernel["grid"][1] * kernel["grid"][2]
         assert at_compile_shape["metrics"]["programs"] == programs
         assert at_compile_shape["bottleneck"] == ("low_parallelism" if programs < 132 else "latency_bound")
+
+
+@pytest.mark.parametrize(
+    ("programs", "roofline_pct", "label"),
+    [
+        # NOTES.md, measured on the H200: naive GQA decode at B=1 (32 programs) reaches ~3% of the floor;
+        # a one-row-per-program RMSNorm over 16384 rows runs at 4.05 TB/s, ~94% of a 4.3 TB/s copy.
+        (32, 3.0, "low_parallelism"),
+        (16384, 94.0, "memory_bound"),
+        (16384, 40.0, "latency_bound"),
+    ],
+)
+def test_timed_on_a_gpu_the_roofline_decides(programs: int, roofline_pct: float, label: str) -> None:
+    from profiles.derived import classify_derived
+
+    m = {"programs": programs, "num_warps": 4, "sm_count": 132, "warps_per_sm": programs * 4 / 132}
+    verdict = classify_derived(m | {"roofline_pct": roofline_pct, "spilled_registers": 0})
+    assert verdict.label == label, verdict.evidence
+    if label == "latency_bound":
+        assert "40% of the roofline with a grid that fills the GPU" in verdict.evidence[0]
