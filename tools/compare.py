@@ -52,7 +52,8 @@ def check_structure(got: tuple, expected: tuple, inputs: tuple) -> Mismatch | No
             return Mismatch("mismatch", f"output {i} is on {g.device}, expected {e.device}", {"output": i})
         if g.numel() and g.untyped_storage().data_ptr() in input_storages:
             return Mismatch(
-                "forbidden_construct", f"output {i} aliases an input's memory (returns an input or a view)",
+                "forbidden_construct",
+                f"output {i} aliases an input's memory (returns an input or a view)",
                 {"output": i},
             )
     return None
@@ -73,7 +74,9 @@ def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
     bad = (diff > atol + rtol * e.abs()) | (e_nan & ~g_nan)
     if bool(bad.any()):
         details = _locate(bad, g, e, "outside tolerance")
-        details["max_abs_err"] = float(diff[torch.isfinite(diff)].max()) if torch.isfinite(diff).any() else None
+        details["max_abs_err"] = (
+            float(diff[torch.isfinite(diff)].max()) if torch.isfinite(diff).any() else None
+        )
         return "mismatch", details
     finite = torch.isfinite(e) & torch.isfinite(g)
     ref_norm = float(e[finite].norm()) if finite.any() else 0.0
@@ -82,7 +85,9 @@ def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
         if rel > max(rtol, 1e-6):
             worst = torch.zeros_like(bad)
             worst.view(-1)[int(diff.view(-1).argmax())] = True
-            details = _locate(worst, g, e, f"relative error {rel:.3g} over the whole output exceeds rtol {rtol}")
+            details = _locate(
+                worst, g, e, f"relative error {rel:.3g} over the whole output exceeds rtol {rtol}"
+            )
             details["relative_error"] = rel
             return "mismatch", details
     return None
@@ -109,7 +114,8 @@ def _num(x: torch.Tensor) -> float | str:
 
 def same_bits(a: tuple, b: tuple) -> bool:
     return all(
-        x.shape == y.shape and torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0))
+        x.shape == y.shape
+        and torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0))
         and torch.equal(torch.isnan(x), torch.isnan(y))
         for x, y in zip(a, b, strict=True)
     )

@@ -12,6 +12,7 @@ server that reuses each candidate's Triton cache, so nothing is compiled twice.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.candidate import Candidate, candidate_identity
-from tools.results import EvalResult
+from tools.results import EvalResult, merge_launch_resources
 from tools.static_check import check_source
 from tools.task import Task, TaskError, load_task
 from tools.timing import TimingSettings
@@ -93,10 +94,8 @@ def _worker_env(device: str, triton_cache: Path) -> dict[str, str]:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
@@ -116,9 +115,13 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
         output, _ = proc.communicate(timeout=settings.check_timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        return {"verdict": "fail", "stage": "correctness", "error_type": "timeout",
-                "message": f"the candidate did not finish within {settings.check_timeout_s:.0f} s "
-                           "(hang or runaway loop); its worker was killed"}
+        return {
+            "verdict": "fail",
+            "stage": "correctness",
+            "error_type": "timeout",
+            "message": f"the candidate did not finish within {settings.check_timeout_s:.0f} s "
+            "(hang or runaway loop); its worker was killed",
+        }
     text = output.decode(errors="replace")
     if out_file.exists():
         result = json.loads(out_file.read_text())
@@ -134,8 +137,13 @@ def _died(returncode: int | None, output: str, stage: str) -> dict:
         message = f"the worker died with {name} (e.g. an out-of-bounds access)"
     else:
         message = f"the worker exited with status {returncode} without a result"
-    return {"verdict": "fail", "stage": stage, "error_type": "crash", "message": message,
-            "log": output[-20000:]}
+    return {
+        "verdict": "fail",
+        "stage": stage,
+        "error_type": "crash",
+        "message": message,
+        "log": output[-20000:],
+    }
 
 
 class TimingServer:
@@ -172,8 +180,12 @@ class TimingServer:
         reader.join(self.settings.timing_timeout_s)
         if reader.is_alive():
             _kill_group(proc)
-            return {"verdict": "fail", "stage": "timing", "error_type": "timeout",
-                    "message": f"timing did not finish within {self.settings.timing_timeout_s:.0f} s"}
+            return {
+                "verdict": "fail",
+                "stage": "timing",
+                "error_type": "timeout",
+                "message": f"timing did not finish within {self.settings.timing_timeout_s:.0f} s",
+            }
         if out.exists():
             result = json.loads(out.read_text())
             if result.get("tampered") or proc.poll() is not None:
@@ -206,7 +218,11 @@ class Evaluator:
         self.task = task
         self.device = resolve_device(device)
         self.settings = settings or EvalSettings()
-        root = Path(self.settings.workdir) if self.settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+        root = (
+            Path(self.settings.workdir)
+            if self.settings.workdir
+            else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+        )
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self._server: TimingServer | None = None
@@ -227,23 +243,37 @@ class Evaluator:
     def _static(self, cand: Candidate) -> EvalResult | None:
         problems = self.task.config_problems(cand.config, cand.module)
         if problems:
-            return EvalResult.failure("static", "out_of_search_space",
-                                      "config outside the task's search space: " + "; ".join(problems))
+            return EvalResult.failure(
+                "static",
+                "out_of_search_space",
+                "config outside the task's search space: " + "; ".join(problems),
+            )
         report = check_source(cand.source, self.task.spec.constraints.forbid)
         if not report.ok:
-            return EvalResult.failure("static", report.error_type or "forbidden_construct", report.message,
-                                      report.log)
+            return EvalResult.failure(
+                "static", report.error_type or "forbidden_construct", report.message, report.log
+            )
         return None
 
     def _job(self, cand: Candidate, scratch: Path) -> dict:
         path = scratch / "candidate.py"
         path.write_text(cand.source)
-        return {"task": str(self.task.folder), "candidate": str(path), "config": cand.config,
-                "device": self.device, "identity": cand.identity, "seeds": self.settings.seeds,
-                "triton_cache": str(scratch / "triton_cache")}
+        return {
+            "task": str(self.task.folder),
+            "candidate": str(path),
+            "config": cand.config,
+            "device": self.device,
+            "identity": cand.identity,
+            "seeds": self.settings.seeds,
+            "triton_cache": str(scratch / "triton_cache"),
+        }
 
-    def evaluate_many(self, candidates: list[Candidate], baseline: EvalResult | None = None,
-                      on_result: Callable[[int, EvalResult], None] | None = None) -> list[EvalResult]:
+    def evaluate_many(
+        self,
+        candidates: list[Candidate],
+        baseline: EvalResult | None = None,
+        on_result: Callable[[int, EvalResult], None] | None = None,
+    ) -> list[EvalResult]:
         started = time.perf_counter()
         results: list[EvalResult | None] = [None] * len(candidates)
         jobs: dict[int, dict] = {}
@@ -263,8 +293,10 @@ class Evaluator:
         checked: dict[int, dict] = {}
         workers = self.settings.parallel or _default_parallel(self.device)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings)
-                       for i, job in jobs.items()}
+            futures = {
+                i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings)
+                for i, job in jobs.items()
+            }
             for i, fut in futures.items():
                 checked[i] = fut.result()
                 if checked[i].get("verdict") != "pass" or self.device != "cuda":
@@ -276,8 +308,11 @@ class Evaluator:
             for i, job in jobs.items():
                 if checked[i].get("verdict") != "pass":
                     continue
-                timing_job = {**job, "out": str(Path(job["candidate"]).parent / "timing.json"),
-                              "timing": asdict(self.settings.timing)}
+                timing_job = {
+                    **job,
+                    "out": str(Path(job["candidate"]).parent / "timing.json"),
+                    "timing": asdict(self.settings.timing),
+                }
                 if self._server is None:
                     self._server = TimingServer(self.settings, self.root)
                 timed = self._server.time(timing_job)
@@ -294,7 +329,9 @@ class Evaluator:
         return self.evaluate_many([cand], baseline)[0]
 
     # -- merging ------------------------------------------------------------------------------
-    def _finish(self, cand: Candidate, checked: dict, timed: dict | None, baseline: EvalResult | None) -> EvalResult:
+    def _finish(
+        self, cand: Candidate, checked: dict, timed: dict | None, baseline: EvalResult | None
+    ) -> EvalResult:
         data = {k: v for k, v in checked.items() if k in EvalResult.model_fields}
         result = EvalResult.model_validate(data)
         result.identity = cand.identity
@@ -305,11 +342,16 @@ class Evaluator:
             result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
             return result
         if timed.get("verdict") != "pass":
-            merged = EvalResult.model_validate({**data, **{k: v for k, v in timed.items()
-                                                           if k in EvalResult.model_fields}})
+            merged = EvalResult.model_validate(
+                {**data, **{k: v for k, v in timed.items() if k in EvalResult.model_fields}}
+            )
             merged.identity = cand.identity
             return merged
         result.metrics = result.metrics.model_validate(timed["metrics"])
+        if timed.get("grids"):
+            result.resources["kernels"] = merge_launch_resources(
+                timed["grids"], result.resources.get("kernels", [])
+            )
         result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
         return self._judge_timing(result, baseline)
 
@@ -317,21 +359,36 @@ class Evaluator:
         s = self.settings
         for row in result.metrics.per_shape:
             if row.spread > s.timing.unstable_spread:
-                return _reject(result, "timing", "unstable_timing",
-                               f"median/min = {row.spread:.2f} over {s.timing.repeats} repeats at {row.shape} "
-                               f"(> {s.timing.unstable_spread}); the measurement is not trustworthy")
+                return _reject(
+                    result,
+                    "timing",
+                    "unstable_timing",
+                    f"median/min = {row.spread:.2f} over {s.timing.repeats} repeats at {row.shape} "
+                    f"(> {s.timing.unstable_spread}); the measurement is not trustworthy",
+                )
             if row.roofline_pct is not None and row.roofline_pct > s.suspicious_roofline_pct:
-                return _reject(result, "timing", "suspicious_speedup",
-                               f"{row.gbps:.0f} GB/s at {row.shape} is {row.roofline_pct:.0f}% of the measured "
-                               "copy bandwidth: faster than the roofline; held for human review")
+                return _reject(
+                    result,
+                    "timing",
+                    "suspicious_speedup",
+                    f"{row.gbps:.0f} GB/s at {row.shape} is {row.roofline_pct:.0f}% of the measured "
+                    "copy bandwidth: faster than the roofline; held for human review",
+                )
         if baseline is not None and baseline.metrics.per_shape:
-            base = {(json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us for r in baseline.metrics.per_shape}
+            base = {
+                (json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us
+                for r in baseline.metrics.per_shape
+            }
             for row in result.metrics.per_shape:
                 ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
                 if ref and ref / row.median_us > s.suspicious_speedup:
-                    return _reject(result, "timing", "suspicious_speedup",
-                                   f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape}: "
-                                   "held for human review")
+                    return _reject(
+                        result,
+                        "timing",
+                        "suspicious_speedup",
+                        f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape}: "
+                        "held for human review",
+                    )
         result.stage = "done"
         return result
 
@@ -355,17 +412,30 @@ def _default_parallel(device: str) -> int:
 # functional API
 
 
-def evaluate_many(task: Task | str | Path, candidates: list[Candidate], *, device: str = "auto",
-                  baseline: EvalResult | None = None, on_result: Callable[[int, EvalResult], None] | None = None,
-                  settings: EvalSettings | None = None) -> list[EvalResult]:
+def evaluate_many(
+    task: Task | str | Path,
+    candidates: list[Candidate],
+    *,
+    device: str = "auto",
+    baseline: EvalResult | None = None,
+    on_result: Callable[[int, EvalResult], None] | None = None,
+    settings: EvalSettings | None = None,
+) -> list[EvalResult]:
     task = task if isinstance(task, Task) else load_task(task)
     with Evaluator(task, device, settings) as evaluator:
         return evaluator.evaluate_many(candidates, baseline, on_result)
 
 
-def evaluate(task: Task | str | Path, source: str, config: dict | None = None, *, device: str = "auto",
-             module: str | None = None, baseline: EvalResult | None = None,
-             settings: EvalSettings | None = None) -> EvalResult:
+def evaluate(
+    task: Task | str | Path,
+    source: str,
+    config: dict | None = None,
+    *,
+    device: str = "auto",
+    module: str | None = None,
+    baseline: EvalResult | None = None,
+    settings: EvalSettings | None = None,
+) -> EvalResult:
     task = task if isinstance(task, Task) else load_task(task)
     cand = Candidate(source=source, config=dict(config or {}), module=module or task.baseline_name)
     return evaluate_many(task, [cand], device=device, baseline=baseline, settings=settings)[0]
@@ -376,13 +446,17 @@ def evaluate(task: Task | str | Path, source: str, config: dict | None = None, *
 
 
 def _render(result: EvalResult) -> str:
-    lines = [f"verdict: {result.verdict}   stage: {result.stage}"
-             + (f"   error: {result.error_type}" if result.error_type else "")]
+    lines = [
+        f"verdict: {result.verdict}   stage: {result.stage}"
+        + (f"   error: {result.error_type}" if result.error_type else "")
+    ]
     if result.message:
         lines.append(result.message)
     for row in result.metrics.per_shape:
         extra = f"  {row.gbps:8.0f} GB/s  {row.roofline_pct:5.1f}% of copy" if row.gbps else ""
-        lines.append(f"  {json.dumps(row.shape):32s} {row.dtype:9s} {row.median_us:12.2f} us  ({row.method}){extra}")
+        lines.append(
+            f"  {json.dumps(row.shape):32s} {row.dtype:9s} {row.median_us:12.2f} us  ({row.method}){extra}"
+        )
     if result.metrics.geomean_us:
         note = "  (interpreted: not a speed claim)" if result.device.interpreted else ""
         lines.append(f"geomean: {result.metrics.geomean_us:.2f} us{note}")
@@ -405,8 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         task = load_task(args.task)
         source = Path(args.candidate).read_text()
-        module = args.module or (Path(args.candidate).name if Path(args.candidate).name in task.module_names
-                                 else task.baseline_name)
+        module = args.module or (
+            Path(args.candidate).name
+            if Path(args.candidate).name in task.module_names
+            else task.baseline_name
+        )
         config = json.loads(args.config) if args.config else task.default_config(module)
         if not isinstance(config, dict):
             raise ValueError("--config must be a JSON object")

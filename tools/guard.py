@@ -243,7 +243,9 @@ def watched_threads() -> Any:
         started.extend(t.name for t in threading.enumerate() if t.ident not in before and t.is_alive())
 
 
-def call_guarded(fn: Callable[..., Any], *args: Any, poison: float | None, **kwargs: Any) -> tuple[Any, TorchOpGuard]:
+def call_guarded(
+    fn: Callable[..., Any], *args: Any, poison: float | None, **kwargs: Any
+) -> tuple[Any, TorchOpGuard]:
     guard = TorchOpGuard(poison=poison)
     with guard:
         out = fn(*args, **kwargs)

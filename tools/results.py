@@ -75,3 +75,13 @@ class EvalResult(BaseModel):
     @classmethod
     def failure(cls, stage: Stage, error_type: str, message: str, log: str = "", **extra: Any) -> EvalResult:
         return cls(verdict="fail", stage=stage, error_type=error_type, message=message, log=log, **extra)
+
+
+def merge_launch_resources(grids: list[dict], compiled: list[dict]) -> list[dict]:
+    """Per-shape launch entries, each with the compiled kernel's registers/spills/shared memory."""
+    by_name = {k["name"]: k for k in compiled}
+    merged = []
+    for g in grids:
+        base = {key: v for key, v in by_name.get(g["name"], {}).items() if key not in {"grid", "shape"}}
+        merged.append({**base, **{k: v for k, v in g.items() if v is not None or k not in base}})
+    return merged or compiled

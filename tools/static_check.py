@@ -32,8 +32,21 @@ ALLOWED_TORCH_CALLS = frozenset(
     }
 )
 FORBIDDEN_NAMES = frozenset(
-    {"exec", "eval", "compile", "__import__", "open", "globals", "locals", "vars", "breakpoint", "input",
-     "setattr", "delattr", "memoryview"}
+    {
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "open",
+        "globals",
+        "locals",
+        "vars",
+        "breakpoint",
+        "input",
+        "setattr",
+        "delattr",
+        "memoryview",
+    }
 )
 FORBIDDEN_ATTRS = frozenset(
     {
@@ -133,7 +146,9 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
             for name in names:
                 if name.split(".")[0] not in ALLOWED_IMPORTS:
                     allowed = ", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))
-                    return _fail("forbidden_construct", f"import of {name!r} (allowed: {allowed})", node, source)
+                    return _fail(
+                        "forbidden_construct", f"import of {name!r} (allowed: {allowed})", node, source
+                    )
                 if name.startswith("triton.testing") or name.startswith("torch.cuda"):
                     return _fail("forbidden_construct", f"import of {name!r}", node, source)
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
@@ -143,13 +158,25 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
         elif isinstance(node, ast.Global | ast.Nonlocal):
             return _fail("forbidden_construct", "global/nonlocal state in a candidate", node, source)
         elif isinstance(node, ast.Try):
-            return _fail("forbidden_construct", "try/except in a candidate (a fallback path hides failures)",
-                         node, source)
+            return _fail(
+                "forbidden_construct",
+                "try/except in a candidate (a fallback path hides failures)",
+                node,
+                source,
+            )
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
-            if name.startswith("torch.") and name.count(".") == 1 and name.split(".")[1] not in ALLOWED_TORCH_CALLS:
-                return _fail("forbidden_construct", f"{name}() computes with torch; only allocation is allowed",
-                             node, source)
+            if (
+                name.startswith("torch.")
+                and name.count(".") == 1
+                and name.split(".")[1] not in ALLOWED_TORCH_CALLS
+            ):
+                return _fail(
+                    "forbidden_construct",
+                    f"{name}() computes with torch; only allocation is allowed",
+                    node,
+                    source,
+                )
         if isinstance(node, ast.Attribute | ast.Name):
             text = _dotted(node)
             for construct in forbid:
@@ -182,7 +209,9 @@ def _matches(text: str, construct: str) -> bool:
     return head in {"tl", "triton.language"} and text in {f"tl.{last}", f"triton.language.{last}"}
 
 
-def _launched_kernels(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], kernels: set[str]) -> set[str]:
+def _launched_kernels(
+    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], kernels: set[str]
+) -> set[str]:
     """Kernels launched as kernel[grid](...) from fn or the plain helpers it calls."""
     seen: set[str] = set()
     launched: set[str] = set()
@@ -195,7 +224,11 @@ def _launched_kernels(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]
         for node in ast.walk(current):
             if isinstance(node, ast.Call):
                 func = node.func
-                if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in kernels:
+                if (
+                    isinstance(func, ast.Subscript)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in kernels
+                ):
                     launched.add(func.value.id)
                 elif isinstance(func, ast.Name) and func.id in functions and func.id not in kernels:
                     todo.append(functions[func.id])

@@ -274,7 +274,9 @@ def load_task(path: str | Path) -> Task:
     try:
         raw = json.loads(file.read_text())
     except json.JSONDecodeError as exc:
-        raise TaskError(f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise TaskError(
+            f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     if not isinstance(raw, dict):
         raise TaskError(f"{file}: the top level must be a JSON object")
     try:

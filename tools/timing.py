@@ -12,11 +12,10 @@ import torch
 
 @dataclass
 class TimingSettings:
-    warmup_ms: float = 10.0
+    warmup_ms: float = 25.0
     rep_ms: float = 40.0
     repeats: int = 3
     unstable_spread: float = 1.15
-    graph_below_us: float = 10.0
     copy_bytes: int = 1 << 30
 
 
@@ -29,33 +28,43 @@ class Timed:
 
 
 def time_fn(fn: Callable[[], object], settings: TimingSettings) -> Timed:
-    """Median of ``repeats`` do_bench medians (each with L2 flushed before every rep).
+    """Median of ``repeats`` do_bench medians, L2 flushed before every rep.
 
-    Kernels that run under ``graph_below_us`` are timed by CUDA-graph replay instead, so launch
-    overhead does not swamp them. ``spread`` = median / min over the repeats."""
+    ``fn`` is captured once into a CUDA graph and its replay is timed, so the number is GPU time
+    without Python launch overhead, for candidates and torch alike; where capture is impossible,
+    ``fn`` is timed directly. ``spread`` = median / min over the repeats."""
     import triton.testing
 
-    probe = triton.testing.do_bench(fn, warmup=settings.warmup_ms, rep=max(settings.rep_ms / 4, 5),
-                                    return_mode="median")
-    method = "do_bench"
+    target, method = _captured(fn)
     samples = []
     for _ in range(max(settings.repeats, 3)):
-        if probe * 1000 < settings.graph_below_us:
-            method = "cuda_graph"
-            ms = _graph_median(fn, settings)
-        else:
-            ms = triton.testing.do_bench(fn, warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median")
+        ms = triton.testing.do_bench(
+            target, warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median"
+        )
         samples.append(ms * 1000.0)
     median = statistics.median(samples)
     low = min(samples)
-    return Timed(median_us=median, min_us=low, spread=median / low if low > 0 else float("inf"), method=method)
+    return Timed(
+        median_us=median, min_us=low, spread=median / low if low > 0 else float("inf"), method=method
+    )
 
 
-def _graph_median(fn: Callable[[], object], settings: TimingSettings) -> float:
-    import triton.testing
-
-    # do_bench_cudagraph captures on a side stream of its own; it does not flush L2 between replays.
-    return triton.testing.do_bench_cudagraph(fn, rep=settings.rep_ms, return_mode="median")
+def _captured(fn: Callable[[], object]) -> tuple[Callable[[], object], str]:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm: compile, allocate
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception:
+        torch.cuda.synchronize()
+        return fn, "do_bench"
+    torch.cuda.synchronize()
+    return graph.replay, "cuda_graph"
 
 
 _COPY_GBPS: dict[int, float] = {}

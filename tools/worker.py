@@ -31,6 +31,7 @@ from tools.guard import (
     tampered,
     watched_threads,
 )
+from tools.results import merge_launch_resources
 from tools.task import Task, import_file, load_task, torch_dtype
 from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
 
@@ -59,7 +60,9 @@ def load_candidate(path: Path, module_name: str) -> tuple[Any, LaunchRecorder]:
         cause = exc.__cause__ or exc
         if isinstance(cause, ForbiddenOperation):
             raise StageFailure("static", "forbidden_construct", str(cause), _tb(cause)) from None
-        raise StageFailure("compile", "runtime_error", f"importing the candidate failed: {cause}", _tb(cause)) from None
+        raise StageFailure(
+            "compile", "runtime_error", f"importing the candidate failed: {cause}", _tb(cause)
+        ) from None
     if not callable(getattr(module, "launch", None)):
         raise StageFailure("static", "no_kernel_launched", "the candidate defines no launch() function")
     recorder = LaunchRecorder()
@@ -108,10 +111,14 @@ def _inputs(task: Task, shape: dict, dtype: str, device: str, seed: int) -> tupl
     try:
         made = task.make_inputs(dict(shape), torch_dtype(dtype), device, seed)
     except Exception as exc:
-        raise StageFailure("correctness", "runtime_error", f"make_inputs failed for {shape}: {exc}", _tb(exc)) from None
+        raise StageFailure(
+            "correctness", "runtime_error", f"make_inputs failed for {shape}: {exc}", _tb(exc)
+        ) from None
     made = as_tuple(made)
     if not made or not all(isinstance(t, torch.Tensor) for t in made):
-        raise StageFailure("correctness", "runtime_error", f"make_inputs({shape}) must return a tuple of tensors")
+        raise StageFailure(
+            "correctness", "runtime_error", f"make_inputs({shape}) must return a tuple of tensors"
+        )
     return made
 
 
@@ -120,12 +127,15 @@ def _reference(task: Task, inputs: tuple, shape: dict) -> tuple:
         with torch.no_grad():
             out = task.reference(*[t.clone() for t in inputs])
     except Exception as exc:
-        raise StageFailure("correctness", "runtime_error", f"the reference raised at {shape}: {exc}", _tb(exc)) from None
+        raise StageFailure(
+            "correctness", "runtime_error", f"the reference raised at {shape}: {exc}", _tb(exc)
+        ) from None
     return tuple(t.detach() for t in as_tuple(out))
 
 
-def guarded_call(module: Any, recorder: LaunchRecorder, inputs: tuple, config: dict, poison: float | None,
-                 stage: str) -> tuple:
+def guarded_call(
+    module: Any, recorder: LaunchRecorder, inputs: tuple, config: dict, poison: float | None, stage: str
+) -> tuple:
     """One launch() call with the op guard, poisoned allocations, thread watch and launch count."""
     before = recorder.count()
     guard = TorchOpGuard(poison=poison)
@@ -135,7 +145,9 @@ def guarded_call(module: Any, recorder: LaunchRecorder, inputs: tuple, config: d
     except Exception as exc:
         raise _classify_exception(exc, stage) from None
     if started:
-        raise StageFailure(stage, "forbidden_construct", f"launch() started a background thread ({started[0]})")
+        raise StageFailure(
+            stage, "forbidden_construct", f"launch() started a background thread ({started[0]})"
+        )
     if recorder.count() == before:
         raise StageFailure(stage, "no_kernel_launched", "launch() returned without launching a Triton kernel")
     _sync()
@@ -155,8 +167,9 @@ def _poison_value(dtype: torch.dtype) -> float:
 # stages
 
 
-def compile_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dict, device: str,
-                  limits: dict) -> dict:
+def compile_stage(
+    task: Task, module: Any, recorder: LaunchRecorder, config: dict, device: str, limits: dict
+) -> dict:
     """First launch at the smallest shape: compiles every kernel; checks resources against limits."""
     workload = task.workload(device) + task.check_workload(device)
     shape, dtype = min(workload, key=lambda sd: math.prod(sd[0].values()))
@@ -173,13 +186,20 @@ def compile_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dic
     for k in kernels:
         regs, warps, shared = k.get("n_regs"), k.get("num_warps"), k.get("shared_bytes")
         if regs is not None and warps is not None and regs * 32 * warps > limits["registers_per_sm"]:
-            raise StageFailure("compile", "resource_limit",
-                               f"{k['name']}: {regs} registers x {32 * warps} threads exceeds "
-                               f"{limits['registers_per_sm']} per SM", details={"kernel": k})
+            raise StageFailure(
+                "compile",
+                "resource_limit",
+                f"{k['name']}: {regs} registers x {32 * warps} threads exceeds "
+                f"{limits['registers_per_sm']} per SM",
+                details={"kernel": k},
+            )
         if shared is not None and shared > limits["shared_bytes_per_block"]:
-            raise StageFailure("compile", "resource_limit",
-                               f"{k['name']}: {shared} bytes of shared memory exceeds "
-                               f"{limits['shared_bytes_per_block']}", details={"kernel": k})
+            raise StageFailure(
+                "compile",
+                "resource_limit",
+                f"{k['name']}: {shared} bytes of shared memory exceeds {limits['shared_bytes_per_block']}",
+                details={"kernel": k},
+            )
     return _resources(kernels)
 
 
@@ -197,8 +217,9 @@ def _resources(kernels: list[dict]) -> dict:
     }
 
 
-def correctness_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dict, device: str,
-                      seeds: int) -> int:
+def correctness_stage(
+    task: Task, module: Any, recorder: LaunchRecorder, config: dict, device: str, seeds: int
+) -> int:
     """Every shape and check shape, several seeds: poisoned outputs, inputs unchanged, a second call
     identical to the first, fresh values in the same buffers re-checked. Returns checks run."""
     checks = 0
@@ -214,15 +235,26 @@ def correctness_stage(task: Task, module: Any, recorder: LaunchRecorder, config:
             for i, (now, before) in enumerate(zip(inputs, saved, strict=True)):
                 if not torch.equal(now, before):
                     diff = (now != before).reshape(-1).nonzero()
-                    index = [int(v) for v in torch.unravel_index(diff[0, 0].cpu(), now.shape)] if len(diff) else []
-                    raise StageFailure("correctness", "input_modified",
-                                       f"launch() modified input {i} (first changed element at {index})",
-                                       details={**where, "input": i, "index": index})
+                    index = (
+                        [int(v) for v in torch.unravel_index(diff[0, 0].cpu(), now.shape)]
+                        if len(diff)
+                        else []
+                    )
+                    raise StageFailure(
+                        "correctness",
+                        "input_modified",
+                        f"launch() modified input {i} (first changed element at {index})",
+                        details={**where, "input": i, "index": index},
+                    )
             if seed == 0:
                 again = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
                 if not same_bits(out, again):
-                    raise StageFailure("correctness", "nondeterministic",
-                                       "two calls on the same inputs returned different bits", details=where)
+                    raise StageFailure(
+                        "correctness",
+                        "nondeterministic",
+                        "two calls on the same inputs returned different bits",
+                        details=where,
+                    )
             # Fresh values written into the same buffers: a result cached by address goes stale here.
             fresh = _inputs(task, shape, dtype, device, seed + 1000)
             for buf, new in zip(inputs, fresh, strict=True):
@@ -233,11 +265,25 @@ def correctness_stage(task: Task, module: Any, recorder: LaunchRecorder, config:
             if problem is not None:
                 stale = _first_problem(out_new, expected, inputs, rtol, atol) is None
                 if stale:
-                    raise StageFailure("correctness", "stale_output",
-                                       "after new values were written into the same input buffers, launch() "
-                                       "returned the old result (cached by address?)", details=where)
-                _check(task, module, recorder, inputs, config, out_new, expected_new, rtol, atol,
-                       {**where, "fresh_values": True})
+                    raise StageFailure(
+                        "correctness",
+                        "stale_output",
+                        "after new values were written into the same input buffers, launch() "
+                        "returned the old result (cached by address?)",
+                        details=where,
+                    )
+                _check(
+                    task,
+                    module,
+                    recorder,
+                    inputs,
+                    config,
+                    out_new,
+                    expected_new,
+                    rtol,
+                    atol,
+                    {**where, "fresh_values": True},
+                )
             checks += 1
     return checks
 
@@ -253,8 +299,18 @@ def _first_problem(got: tuple, expected: tuple, inputs: tuple, rtol: float, atol
     return None
 
 
-def _check(task: Task, module: Any, recorder: LaunchRecorder, inputs: tuple, config: dict, out: tuple,
-           expected: tuple, rtol: float, atol: float, where: dict) -> None:
+def _check(
+    task: Task,
+    module: Any,
+    recorder: LaunchRecorder,
+    inputs: tuple,
+    config: dict,
+    out: tuple,
+    expected: tuple,
+    rtol: float,
+    atol: float,
+    where: dict,
+) -> None:
     problem = _first_problem(out, expected, inputs, rtol, atol)
     if problem is None:
         return
@@ -273,33 +329,46 @@ def _check(task: Task, module: Any, recorder: LaunchRecorder, inputs: tuple, con
         if float(flat[pos]) == marker:
             unwritten = int((again[output] == marker).sum())
             raise StageFailure(
-                "correctness", "unwritten_output",
+                "correctness",
+                "unwritten_output",
                 f"output {output} element {details['index']} was never written "
                 f"({unwritten} of {out[output].numel()} elements unwritten) at {where['shape']}",
                 details={**where, "output": output, **details, "count": unwritten},
             )
     raise StageFailure(
-        "correctness", kind,
+        "correctness",
+        kind,
         f"output {output} differs at {details['index']}: got {details['got']}, expected {details['expected']} "
         f"({details['count']} of {details['numel']} elements {details['what']}) at {where['shape']} {where['dtype']}",
         details={**where, "output": output, **details},
     )
 
 
-def interpreter_timing(task: Task, module: Any, config: dict) -> list[dict]:
+def interpreter_timing(task: Task, module: Any, recorder: LaunchRecorder, config: dict) -> tuple[list, list]:
     """Wall time of one interpreted call per CPU shape: ranks candidates, never a speed claim."""
-    rows = []
+    rows: list[dict] = []
+    grids: list[dict] = []
     for shape, dtype in task.workload("cpu"):
         inputs = _inputs(task, shape, dtype, "cpu", seed=0)
         samples = []
         for _ in range(3):
+            mark = recorder.count()
             start = time.perf_counter()
             module.launch(*inputs, **config)
             samples.append((time.perf_counter() - start) * 1e6)
+        grids.extend(_grids(recorder, mark, shape, config))
         samples.sort()
-        rows.append({"shape": shape, "dtype": dtype, "median_us": samples[1], "min_us": samples[0],
-                     "spread": samples[1] / samples[0], "method": "interpreter"})
-    return rows
+        rows.append(
+            {
+                "shape": shape,
+                "dtype": dtype,
+                "median_us": samples[1],
+                "min_us": samples[0],
+                "spread": samples[1] / samples[0],
+                "method": "interpreter",
+            }
+        )
+    return rows, grids
 
 
 def bytes_moved(task: Task, inputs: tuple, outputs: tuple) -> int:
@@ -308,15 +377,18 @@ def bytes_moved(task: Task, inputs: tuple, outputs: tuple) -> int:
     return sum(t.numel() * t.element_size() for t in (*inputs, *outputs) if isinstance(t, torch.Tensor))
 
 
-def timing_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dict, settings: TimingSettings) -> dict:
+def timing_stage(
+    task: Task, module: Any, recorder: LaunchRecorder, config: dict, settings: TimingSettings
+) -> dict:
     copy_gbps = copy_bandwidth_gbps(settings)
-    rows = []
+    rows: list[dict] = []
+    grids: list[dict] = []
     for shape, dtype in task.workload("cuda"):
         inputs = _inputs(task, shape, dtype, "cuda", seed=0)
         expected = _reference(task, inputs, shape)
         calls = [0]
 
-        def fn(inputs: tuple = inputs) -> Any:
+        def fn(inputs: tuple = inputs, calls: list = calls) -> Any:
             calls[0] += 1
             return module.launch(*inputs, **config)
 
@@ -326,25 +398,51 @@ def timing_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dict
         except Exception as exc:
             raise _classify_exception(exc, "timing") from None
         if recorder.count() - before < calls[0]:
-            raise StageFailure("timing", "no_kernel_launched",
-                               "launch() skipped kernel launches while being timed", details={"shape": shape})
+            raise StageFailure(
+                "timing",
+                "no_kernel_launched",
+                "launch() skipped kernel launches while being timed",
+                details={"shape": shape},
+            )
         # The call after timing must still be right: no result cached during the timed runs.
+        mark = recorder.count()
         out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
+        grids.extend(_grids(recorder, mark, shape, config))
         rtol, atol = task.tolerance(dtype)
         problem = _first_problem(out, expected, inputs, rtol, atol)
         if problem is not None:
-            raise StageFailure("timing", "stale_output" if problem[0] == "mismatch" else problem[0],
-                               f"the result after timing is wrong at {shape}", details={"shape": shape})
+            raise StageFailure(
+                "timing",
+                "stale_output" if problem[0] == "mismatch" else problem[0],
+                f"the result after timing is wrong at {shape}",
+                details={"shape": shape},
+            )
         moved = bytes_moved(task, inputs, out)
         gbps = moved / (timed.median_us * 1e-6) / 1e9
-        row = {"shape": shape, "dtype": dtype, "median_us": timed.median_us, "min_us": timed.min_us,
-               "spread": timed.spread, "gbps": gbps, "roofline_pct": 100 * gbps / copy_gbps,
-               "method": timed.method, "bytes": moved}
+        row = {
+            "shape": shape,
+            "dtype": dtype,
+            "median_us": timed.median_us,
+            "min_us": timed.min_us,
+            "spread": timed.spread,
+            "gbps": gbps,
+            "roofline_pct": 100 * gbps / copy_gbps,
+            "method": timed.method,
+            "bytes": moved,
+        }
         if task.spec.flops:
             row["tflops"] = task.spec.flops / (timed.median_us * 1e-6) / 1e12
         rows.append(row)
         del inputs, expected, out
-    return {"per_shape": rows, "copy_gbps": copy_gbps, "runs": settings.repeats}
+    return {"per_shape": rows, "copy_gbps": copy_gbps, "runs": settings.repeats}, grids
+
+
+def _grids(recorder: LaunchRecorder, since: int, shape: dict, config: dict) -> list[dict]:
+    """The launch grid of each kernel in one launch() call at one shape (for the derived snapshot)."""
+    return [
+        {"name": launch["name"], "grid": launch["grid"], "shape": shape, "num_warps": config.get("num_warps")}
+        for launch in recorder.launches[since:]
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,12 +452,13 @@ def timing_stage(task: Task, module: Any, recorder: LaunchRecorder, config: dict
 def device_info(device: str) -> dict:
     import triton
 
-    if device == "cuda":
-        name = torch.cuda.get_device_name()
-    else:
-        name = "cpu (Triton interpreter)"
-    return {"name": name, "triton": triton.__version__, "torch": torch.__version__.split("+")[0],
-            "interpreted": device != "cuda"}
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+    return {
+        "name": name,
+        "triton": triton.__version__,
+        "torch": torch.__version__.split("+")[0],
+        "interpreted": device != "cuda",
+    }
 
 
 def device_limits(device: str) -> dict:
@@ -384,8 +483,9 @@ def run_check(job: dict) -> dict:
         checks = correctness_stage(task, module, recorder, job["config"], device, job.get("seeds", 3))
         result["details"] = {"checks": checks, "launches": recorder.count()}
         if device != "cuda":
-            rows = interpreter_timing(task, module, job["config"])
+            rows, grids = interpreter_timing(task, module, recorder, job["config"])
             result["metrics"] = {"per_shape": rows, "runs": 3}
+            result["resources"]["kernels"] = merge_launch_resources(grids, result["resources"]["kernels"])
         result.update(verdict="pass", stage="correctness")
     except StageFailure as failure:
         result.update(_failure(failure))
@@ -399,8 +499,7 @@ def run_timing(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
     try:
         task = load_task(job["task"])
         module, recorder = load_candidate(Path(job["candidate"]), f"timed_{job['identity']}_{time.time_ns()}")
-        recorder_config = job["config"]
-        result["metrics"] = timing_stage(task, module, recorder, recorder_config, settings)
+        result["metrics"], result["grids"] = timing_stage(task, module, recorder, job["config"], settings)
         result.update(verdict="pass", stage="timing")
     except StageFailure as failure:
         result.update(_failure(failure))
@@ -408,15 +507,24 @@ def run_timing(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
         result.update(_failure(_classify_exception(exc, "timing")))
     changed = tampered(snapshot)
     if changed:
-        result.update(_failure(StageFailure("timing", "forbidden_construct",
-                                            f"the candidate patched {', '.join(changed)}")))
+        result.update(
+            _failure(
+                StageFailure("timing", "forbidden_construct", f"the candidate patched {', '.join(changed)}")
+            )
+        )
         result["tampered"] = True
     return result
 
 
 def _failure(failure: StageFailure) -> dict:
-    return {"verdict": "fail", "stage": failure.stage, "error_type": failure.error_type,
-            "message": failure.message, "log": failure.log, "details": failure.details}
+    return {
+        "verdict": "fail",
+        "stage": failure.stage,
+        "error_type": failure.error_type,
+        "message": failure.message,
+        "log": failure.log,
+        "details": failure.details,
+    }
 
 
 def serve() -> None:

@@ -1,0 +1,203 @@
+"""Baseline numbers for every example task, measured through the evaluator, beside torch eager and
+torch.compile of the reference and the device's copy bandwidth, all in one run.
+
+    python bench/evaluator_bench.py --out bench/results [--tasks add_rmsnorm,softmax] [--throughput 24]
+
+Writes evaluator_baselines.json and evaluator_baselines.md (date, GPU, versions). With --throughput N
+it also pushes N add_rmsnorm configs through static → compile → correctness → timing and reports
+candidates per minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from tools.candidate import Candidate  # noqa: E402
+from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
+from tools.task import load_task, torch_dtype  # noqa: E402
+from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn  # noqa: E402
+from tools.worker import bytes_moved  # noqa: E402
+
+
+def torch_rows(task, settings: TimingSettings, copy_gbps: float) -> list[dict]:
+    """Eager and torch.compile of the reference at every workload shape, timed like candidates."""
+    compiled = torch.compile(task.reference, dynamic=False)
+    rows = []
+    for shape, dtype in task.workload("cuda"):
+        inputs = task.make_inputs(dict(shape), torch_dtype(dtype), "cuda", 0)
+        row = {"shape": shape, "dtype": dtype}
+        for label, fn in (("eager", task.reference), ("compile", compiled)):
+            try:
+                out = fn(*inputs)
+                out = out if isinstance(out, tuple) else (out,)
+                timed = time_fn(lambda fn=fn, inputs=inputs: fn(*inputs), settings)
+                gbps = bytes_moved(task, inputs, out) / (timed.median_us * 1e-6) / 1e9
+                row[label] = {
+                    "median_us": timed.median_us,
+                    "spread": timed.spread,
+                    "gbps": gbps,
+                    "roofline_pct": 100 * gbps / copy_gbps,
+                    "method": timed.method,
+                }
+            except Exception as exc:  # report, do not hide: a failing torch.compile is a finding
+                row[label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        rows.append(row)
+        del inputs
+    torch.cuda.empty_cache()
+    return rows
+
+
+def baseline_rows(task, evaluator: Evaluator) -> tuple[list[dict], dict, list[dict]]:
+    """The baseline evaluated twice in one run: its numbers, resources and the repeatability."""
+    cand = Candidate(source=task.baseline_source, config=task.default_config(), module=task.baseline_name)
+    first, second = evaluator.evaluate_many([cand, cand])
+    for r in (first, second):
+        if not r.passed:
+            raise SystemExit(f"{task.name}: baseline failed: {r.error_type}: {r.message}\n{r.log[-3000:]}")
+    repeat = []
+    for a, b in zip(first.metrics.per_shape, second.metrics.per_shape, strict=True):
+        repeat.append(
+            {
+                "shape": a.shape,
+                "dtype": a.dtype,
+                "first_us": a.median_us,
+                "second_us": b.median_us,
+                "diff_pct": 100 * abs(a.median_us - b.median_us) / min(a.median_us, b.median_us),
+            }
+        )
+    return [r.model_dump() for r in first.metrics.per_shape], first.resources, repeat
+
+
+def throughput(n: int, workdir: Path) -> dict:
+    task = load_task(REPO / "tasks" / "add_rmsnorm")
+    rng = random.Random(0)
+    pool = []
+    for module in task.module_names:
+        space = task.search_space(module)
+        keys = list(space)
+        import itertools
+
+        for values in itertools.product(*(space[k] for k in keys)):
+            pool.append(
+                Candidate(
+                    source=task.source(module), config=dict(zip(keys, values, strict=True)), module=module
+                )
+            )
+    rng.shuffle(pool)
+    batch = pool[:n]
+    settings = EvalSettings(workdir=str(workdir / "throughput"))
+    started = time.perf_counter()
+    with Evaluator(task, "cuda", settings) as evaluator:
+        results = evaluator.evaluate_many(batch)
+    wall = time.perf_counter() - started
+    verdicts: dict[str, int] = {}
+    for r in results:
+        key = "pass" if r.passed else f"{r.stage}:{r.error_type}"
+        verdicts[key] = verdicts.get(key, 0) + 1
+    return {
+        "candidates": len(batch),
+        "wall_s": wall,
+        "per_minute": 60 * len(batch) / wall,
+        "verdicts": verdicts,
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Evaluator baselines on the GPU",
+        "",
+        f"- date: {report['date']}",
+        f"- GPU: {report['gpu']}; torch {report['torch']}; triton {report['triton']}",
+        f"- copy bandwidth measured in this run: {report['copy_gbps']:.0f} GB/s (bytes read + written)",
+        "- times: one launch() captured in a CUDA graph, its replay timed by do_bench (L2 flushed before each replay); median of 3 medians",
+        "",
+    ]
+    for name, t in report["tasks"].items():
+        lines += [
+            f"## {name}",
+            "",
+            "| shape | dtype | baseline us | GB/s | % copy | regs | spills "
+            "| eager us | eager % | compile us | compile % | repeat diff % |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        res = t["resources"]
+        for row, tr, rep in zip(t["baseline"], t["torch"], t["repeatability"], strict=True):
+            e, c = tr.get("eager", {}), tr.get("compile", {})
+
+            def fmt(d: dict, key: str, spec: str = ".1f") -> str:
+                return format(d[key], spec) if key in d else d.get("error", "-")[:30]
+
+            lines.append(
+                f"| {json.dumps(row['shape'])} | {row['dtype']} | {row['median_us']:.1f} | {row['gbps']:.0f} | "
+                f"{row['roofline_pct']:.1f} | {res.get('n_regs')} | {res.get('n_spills')} | {fmt(e, 'median_us')} | "
+                f"{fmt(e, 'roofline_pct')} | {fmt(c, 'median_us')} | {fmt(c, 'roofline_pct')} | {rep['diff_pct']:.2f} |"
+            )
+        lines.append("")
+    if "throughput" in report:
+        tp = report["throughput"]
+        lines += [
+            "## Throughput",
+            "",
+            f"{tp['candidates']} add_rmsnorm configs through static → compile → correctness → timing in "
+            f"{tp['wall_s']:.1f} s: **{tp['per_minute']:.1f} candidates per minute** "
+            f"(verdicts: {tp['verdicts']})",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    parser.add_argument("--tasks", default="add_rmsnorm,softmax,gqa_decode")
+    parser.add_argument("--throughput", type=int, default=0)
+    parser.add_argument("--workdir", default="/tmp/ka-bench")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = TimingSettings()
+    copy_gbps = copy_bandwidth_gbps(settings)
+    report: dict = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "copy_gbps": copy_gbps,
+        "tasks": {},
+    }
+    for name in [t for t in args.tasks.split(",") if t]:
+        task = load_task(REPO / "tasks" / name)
+        started = time.perf_counter()
+        with Evaluator(task, "cuda", EvalSettings(workdir=f"{args.workdir}/{name}")) as evaluator:
+            rows, resources, repeat = baseline_rows(task, evaluator)
+        torch_timings = torch_rows(task, settings, copy_gbps)
+        report["tasks"][name] = {
+            "baseline": rows,
+            "resources": resources,
+            "repeatability": repeat,
+            "torch": torch_timings,
+            "seconds": time.perf_counter() - started,
+        }
+        print(f"{name}: done in {time.perf_counter() - started:.0f} s", flush=True)
+        (out / "evaluator_baselines.json").write_text(json.dumps(report, indent=2, default=str))
+    if args.throughput:
+        report["throughput"] = throughput(args.throughput, Path(args.workdir))
+    (out / "evaluator_baselines.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "evaluator_baselines.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
