@@ -33,7 +33,8 @@ def critic(
             raise ValueError(f"the critic ruled on {len(verdicts)} of {len(pending)} proposals")
         for record, verdict in zip(pending, verdicts, strict=True):
             record["status"] = STATUS[verdict.verdict]
-            record["objections"] = list(verdict.objections)
+            # A revision keeps the objections it answered; this ruling's objections follow them.
+            record["objections"] = [*record["objections"], *verdict.objections]
             p = record["proposal"]
             why = f": {'; '.join(verdict.objections)}" if verdict.objections else ""
             audit(

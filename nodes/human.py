@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
-import shlex
+import re
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +39,9 @@ CHOICES = [
     "candidate PATH [MODULE] [CONFIG-JSON]: evaluate your own kernel file (it goes through the critic)",
 ]
 ACTIONS = ("continue", "stop", "widen", "constrain", "candidate")
+CANDIDATE_ARGS = re.compile(
+    r"""^(?P<path>"[^"]+"|'[^']+'|\S+)(?:\s+(?P<module>[^\s{]+\.py))?\s*(?P<config>\{.*\})?\s*$"""
+)
 
 
 class AnswerError(ValueError):
@@ -73,10 +76,7 @@ def parse_answer(answer: Any, state: dict[str, Any], task: Task) -> dict[str, An
         answer = answer.get("answer", "")
     if not isinstance(answer, str) or not answer.strip():
         raise AnswerError(f"an answer is one of: {', '.join(ACTIONS)}")
-    try:
-        tokens = shlex.split(answer)
-    except ValueError as exc:
-        raise AnswerError(f"cannot read {answer!r}: {exc}") from None
+    tokens = answer.split()
     action, args = tokens[0].lower(), tokens[1:]
     spaces = state["search_spaces"]
     if action in ("continue", "stop"):
@@ -111,25 +111,24 @@ def parse_answer(answer: Any, state: dict[str, Any], task: Task) -> dict[str, An
             changes.append({"modules": modules, "key": key, "values": values})
         return {"action": "constrain", "forbid": forbid, "changes": changes}
     if action == "candidate":
-        return _parse_candidate(args, spaces, task)
+        return _parse_candidate(answer.strip()[len(tokens[0]) :].strip(), spaces, task)
     raise AnswerError(f"unknown answer {tokens[0]!r}; choose one of: {', '.join(ACTIONS)}")
 
 
-def _parse_candidate(args: list[str], spaces: dict[str, dict[str, list]], task: Task) -> dict[str, Any]:
-    if not args:
+def _parse_candidate(text: str, spaces: dict[str, dict[str, list]], task: Task) -> dict[str, Any]:
+    """``PATH [MODULE] [CONFIG-JSON]``; a PATH with spaces is quoted."""
+    match = CANDIDATE_ARGS.match(text)
+    if not match:
         raise AnswerError("candidate needs a file: candidate path/to/kernel.py [MODULE] [CONFIG-JSON]")
-    path = Path(args[0]).expanduser().resolve()
+    path = Path(match["path"].strip("'\"")).expanduser().resolve()
     if not path.is_file():
         raise AnswerError(f"candidate file not found: {path}")
-    rest = args[1:]
-    module = task.baseline_name
-    if rest and rest[0].endswith(".py"):
-        module = rest.pop(0)
-        if module not in spaces:
-            raise AnswerError(f"unknown module {module!r} (modules: {', '.join(spaces)})")
-    if rest:
+    module = match["module"] or task.baseline_name
+    if module not in spaces:
+        raise AnswerError(f"unknown module {module!r} (modules: {', '.join(spaces)})")
+    if match["config"]:
         try:
-            config = json.loads(" ".join(rest))
+            config = json.loads(match["config"])
         except json.JSONDecodeError as exc:
             raise AnswerError(f"candidate config is not JSON: {exc}") from None
         if not isinstance(config, dict):

@@ -70,6 +70,7 @@ VARIANT_HINTS: dict[str, tuple[str, ...]] = {
     "latency_bound": ("multirow", "group"),
 }
 UNTRIED_VARIANT_BONUS = 1.0
+JITTER = 0.5  # random share of a move's score: ties and unsure diagnoses are broken at random
 HINTED_VARIANT_BONUS = 1.5
 
 
@@ -164,37 +165,45 @@ class ExpertProposer:
         return self.search["plateau_restart_fraction" if plateau else "restart_fraction"]
 
     def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
-        bottleneck = ctx.diagnosis.bottleneck if ctx.diagnosis else "latency_bound"
-        steering = STEERING.get(bottleneck, {})
-        hints = VARIANT_HINTS.get(bottleneck, ())
+        """Neighbours of the parents: half the slots to the best one, the rest round-robin over all.
+
+        Each parent's moves are ordered by steering score x the diagnosis' confidence plus a random
+        jitter, so a confident diagnosis steers and an unsure one leaves the order mostly random.
+        """
+        bottleneck = ctx.diagnosis.bottleneck if ctx.diagnosis else None
+        confidence = ctx.diagnosis.confidence if ctx.diagnosis else 0.0
+        steering = STEERING.get(bottleneck or "", {})
+        hints = VARIANT_HINTS.get(bottleneck or "", ())
         tried_modules = {h.get("module") for h in ctx.history}
         modules = list(ctx.search_spaces)
         queues = []
         for rank, parent in enumerate(self._parents(ctx)):
             scored = []
             for move in neighbours(parent["module"], parent["config"], ctx.search_spaces, modules):
-                if seen(move["module"], move["config"]):
-                    continue
-                if _uses_avoided(move["module"], move["config"], avoid):
+                if seen(move["module"], move["config"]) or _uses_avoided(
+                    move["module"], move["config"], avoid
+                ):
                     continue
                 score, why, effect = _score(move, steering, hints, tried_modules)
-                scored.append((-score, rng.random(), move, why, effect))
-            scored.sort(key=lambda s: s[:2])
+                scored.append((score * confidence + JITTER * rng.random(), move, why, effect))
+            scored.sort(key=lambda s: -s[0])
             queues.append((rank, parent, scored))
+        if not queues:
+            return []
+        order = [0] * math.ceil(n / 2) + [rank for _ in range(n) for rank in range(len(queues))]
         picks: list[Proposal] = []
         taken: set[str] = set()
-        depth = 0
-        while len(picks) < n and any(depth < len(q[2]) for q in queues):
-            for rank, parent, scored in queues:
-                if depth >= len(scored) or len(picks) >= n:
-                    continue
-                _, _, move, why, effect = scored[depth]
+        for rank in order:
+            _, parent, scored = queues[rank]
+            while scored and len(picks) < n:
+                _, move, why, effect = scored.pop(0)
                 key = point_key(move["module"], move["config"])
-                if key in taken:
-                    continue
-                taken.add(key)
-                picks.append(_local_proposal(move, parent, rank, bottleneck, why, effect, ctx))
-            depth += 1
+                if key not in taken:
+                    taken.add(key)
+                    picks.append(
+                        _local_proposal(move, parent, rank, bottleneck or "no diagnosis", why, effect, ctx)
+                    )
+                    break
         return picks
 
     def _near_roofline(self, ctx: AgentContext) -> str:

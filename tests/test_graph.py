@@ -1,0 +1,282 @@
+"""The graph end to end with scripted agents: every edge of DESIGN section 5, and what the next node got.
+
+A scripted evaluator answers from a table (tests/graph_support.py) so each route is reached in a
+second; the real evaluator runs in tests/test_graph_cli.py, tests/test_resume.py and tests/test_studio.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from graph_support import (
+    AXPY,
+    COMPILE_LOG,
+    Run,
+    ScriptedCritic,
+    ScriptedEvaluator,
+    ScriptedProposer,
+    failed,
+    key,
+    passed,
+    prop,
+)
+
+from nodes.expert import ExpertCritic
+from nodes.roles import Critique
+from nodes.runtime import run_task
+
+
+def cfg(block: int, warps: int) -> str:
+    return key({"BLOCK": block, "num_warps": warps})
+
+
+def axpy_with(tmp_path: Path, **changes) -> Path:
+    """A copy of the axpy fixture task with task.json fields replaced."""
+    folder = tmp_path / "axpy"
+    folder.mkdir()
+    for f in AXPY.iterdir():
+        if f.is_file():
+            (folder / f.name).write_text(f.read_text())
+    spec = json.loads((AXPY / "task.json").read_text())
+    spec.update(changes)
+    (folder / "task.json").write_text(json.dumps(spec))
+    return folder
+
+
+def one_per_round(**budget) -> dict:
+    return {"budget": {"candidates_per_round": 1, **budget}}
+
+
+def test_compile_failure_goes_back_to_propose_in_fix_mode_with_the_full_log(tmp_path):
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(256, 4)]])
+    evaluator = ScriptedEvaluator({cfg(64, 1): failed("compile_error", log=COMPILE_LOG)})
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=2)).start()
+    assert run.nodes == [
+        "setup",
+        "diagnose",
+        "propose",
+        "critic",
+        "evaluate",
+        "propose",
+        "critic",
+        "evaluate",
+        "report",
+    ]
+    assert ("evaluate", "propose") in run.edges()
+    fix = proposer.calls[1]
+    assert fix.mode == "fix"
+    assert fix.last_failure["log"] == COMPILE_LOG  # verbatim, every line
+    assert fix.last_failure["error_type"] == "compile_error"
+    assert run.state["stop"]["status"] == "budget_exhausted"
+
+
+def test_critic_revise_loops_back_with_the_objections_and_the_answers_are_kept(tmp_path):
+    objections = ["resources: too many registers", "rationale: say why"]
+    critic = ScriptedCritic([[Critique(verdict="revise", objections=objections)]])
+    revised = prop(128, 1, answers=["BLOCK 256->128", "fewer registers per thread"], revises=0)
+    proposer = ScriptedProposer([[prop(256, 1)], [revised]])
+    evaluator = ScriptedEvaluator()
+    run = Run(tmp_path, proposer, critic, evaluator, **one_per_round(rounds=1)).start()
+    assert run.nodes == ["setup", "diagnose", "propose", "critic", "propose", "critic", "evaluate", "report"]
+    again = proposer.calls[1]
+    assert again.mode == "revise"
+    assert again.objections == objections
+    assert again.revise[0]["proposal"]["config"] == {"BLOCK": 256, "num_warps": 1}
+    assert evaluator.evaluated[-1] == {"BLOCK": 128, "num_warps": 1}
+    last = run.state["attempts"][-1]
+    assert last["objections"] == objections and last["answers"] == revised.answers
+
+
+def test_a_revision_that_leaves_an_objection_unanswered_is_dropped(tmp_path):
+    critic = ScriptedCritic([[Critique(verdict="revise", objections=["resources: a", "rationale: b"])]])
+    proposer = ScriptedProposer(
+        [[prop(256, 1)], [prop(128, 1, answers=["only one"], revises=0)], [prop(64, 4)]]
+    )
+    evaluator = ScriptedEvaluator()
+    run = Run(tmp_path, proposer, critic, evaluator, **one_per_round(rounds=1)).start()
+    assert {"BLOCK": 128, "num_warps": 1} not in evaluator.evaluated
+    dropped = run.state["rejected"][0]
+    assert dropped["proposal"]["config"] == {"BLOCK": 128, "num_warps": 1}
+    assert "unanswered" in dropped["objections"][-1]
+
+
+def test_three_compile_failures_in_a_row_reflect_before_proposing_again(tmp_path):
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)], [prop(256, 1)], [prop(256, 2)]])
+    evaluator = ScriptedEvaluator({
+        cfg(64, 1): failed("syntax_error", "static"),
+        cfg(64, 2): failed("compile_error"),
+        cfg(256, 1): failed("resource_limit"),
+    })  # fmt: skip
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=4)).start()
+    assert run.edges().count(("evaluate", "propose")) == 2
+    assert ("evaluate", "reflect") in run.edges() and ("reflect", "propose") in run.edges()
+    reflecting = proposer.calls[3]
+    assert reflecting.mode == "reflect"
+    for error in ("syntax_error", "compile_error", "resource_limit"):
+        assert error in reflecting.reflection
+    assert "log of resource_limit" in reflecting.reflection  # the failure's own log is re-read
+    assert run.state["reflection"] == ""  # consumed by that proposal
+
+
+def test_the_same_error_twice_reflects_and_three_times_asks_the_human_who_stops(tmp_path):
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)], [prop(64, 4)]])
+    mismatch = failed("mismatch", "correctness")
+    evaluator = ScriptedEvaluator(default=mismatch)
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=6)).start()
+    assert [e for e in run.edges() if e[0] == "evaluate"] == [
+        ("evaluate", "diagnose"),
+        ("evaluate", "reflect"),
+        ("evaluate", "human"),
+    ]
+    q = run.question
+    assert "mismatch 3 rounds in a row" in q["summary"]["why"]
+    assert [e["error_type"] for e in q["summary"]["last_errors"]] == ["mismatch"] * 3
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["status"] == "awaiting_human"
+    run.answer("stop")
+    assert run.nodes[-2:] == ["human", "report"]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["status"] == "stopped_by_human"
+
+
+def test_three_failed_validations_of_different_kinds_ask_the_human(tmp_path):
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)], [prop(64, 4)]])
+    evaluator = ScriptedEvaluator({
+        cfg(64, 1): failed("mismatch", "correctness"),
+        cfg(64, 2): failed("nan", "correctness"),
+        cfg(64, 4): failed("input_modified", "correctness"),
+    })  # fmt: skip
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=6)).start()
+    assert run.edges()[-1] == ("evaluate", "human")
+    assert "3 failed validations in a row" in run.question["summary"]["why"]
+
+
+def test_a_stall_asks_the_human_and_continue_resumes_the_search(tmp_path):
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)], [prop(64, 4)], [prop(256, 1)]])
+    evaluator = ScriptedEvaluator(default=passed(150.0))  # slower than the 100 us baseline
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=4)).start()
+    assert run.edges()[-1] == ("evaluate", "human") and "stall" in run.question["summary"]["why"]
+    run.answer("continue")
+    assert run.nodes.index("human") < len(run.nodes) - 1 and ("human", "diagnose") in run.edges()
+    assert run.state["streaks"]["no_improvement"] == 1  # reset by the human, one more round since
+    assert run.state["stop"]["status"] == "budget_exhausted"
+    assert evaluator.evaluated[-1] == {"BLOCK": 256, "num_warps": 1}
+
+
+def test_target_met_ends_the_run(tmp_path):
+    task = axpy_with(tmp_path, target={"speedup": 1.5})
+    proposer = ScriptedProposer([[prop(256, 4)]])
+    evaluator = ScriptedEvaluator(
+        {cfg(256, 4): passed(50.0, interpreted=False)}, default=passed(100.0, False)
+    )
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=5))
+    run.inputs["task"] = str(task)
+    run.start()
+    assert run.nodes[-2:] == ["evaluate", "report"]
+    assert run.state["stop"]["status"] == "target_met"
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["status"] == "target_met" and report["speedup"] == 2.0
+
+
+def test_a_converged_proposer_ends_the_run_and_an_empty_one_asks_the_human(tmp_path):
+    converged = ScriptedProposer([[]])
+    converged.converged, converged.last_reason = True, "memory_bound at the roofline"
+    run = Run(tmp_path / "a", converged).start()
+    assert run.nodes == ["setup", "diagnose", "propose", "report"]
+    assert run.state["stop"] == {"status": "converged", "reason": "memory_bound at the roofline"}
+
+    empty = ScriptedProposer([[]])
+    empty.last_reason = "every config was evaluated"
+    run = Run(tmp_path / "b", empty).start()
+    assert run.nodes == ["setup", "diagnose", "propose"] and run.edges()[-1] == ("propose", "human")
+    assert "every config was evaluated" in run.question["summary"]["why"]
+
+
+def test_when_the_critic_rejects_everything_the_human_is_asked(tmp_path):
+    reject = [Critique(verdict="reject", objections=["space: no"])]
+    critic = ScriptedCritic([reject, reject])
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)]])
+    run = Run(tmp_path, proposer, critic, critic_rounds=1).start()
+    assert run.nodes == ["setup", "diagnose", "propose", "critic", "propose", "critic"]
+    assert run.edges()[-1] == ("critic", "human") and run.question is not None
+    assert proposer.calls[1].objections == ["space: no"]  # the rejection reasons travel along
+    assert len(run.state["rejected"]) == 2
+
+
+def paused(tmp_path: Path, **kw) -> Run:
+    """A run paused at the human: the proposer has nothing to propose."""
+    empty = ScriptedProposer([[]])
+    empty.last_reason = "nothing left"
+    return Run(tmp_path, empty, **kw).start()
+
+
+def test_human_widen_and_constrain_change_what_the_evaluator_accepts(tmp_path):
+    run = paused(tmp_path)
+    run.proposer.script = [[]]
+    run.answer("widen num_warps=8,16")
+    assert ("human", "diagnose") in run.edges()
+    state = run.state
+    assert state["search_spaces"]["baseline.py"]["num_warps"] == [1, 2, 4, 8, 16]
+    assert run_task(state).config_problems({"BLOCK": 128, "num_warps": 16}) == []
+    assert run.proposer.calls[-1].search_spaces["baseline.py"]["num_warps"][-1] == 16
+
+    run.proposer.script = [[]]
+    run.answer("constrain forbid=tl.sum BLOCK=64,128")
+    state = run.state
+    assert state["search_spaces"]["baseline.py"]["BLOCK"] == [64, 128]
+    task = run_task(state)
+    assert "tl.sum" in task.spec.constraints.forbid
+    assert task.config_problems({"BLOCK": 256, "num_warps": 4})
+
+
+def test_a_bad_answer_is_asked_again_with_the_reason(tmp_path):
+    run = paused(tmp_path)
+    run.answer("widen nosuchkey=3")
+    assert "unknown search-space key" in run.question["error"]
+    run.answer("stop")
+    assert run.state["stop"]["status"] == "stopped_by_human"
+
+
+def test_a_human_candidate_goes_through_the_critic_and_the_evaluator(tmp_path):
+    good = tmp_path / "mine.py"
+    good.write_text((AXPY / "baseline.py").read_text().replace("a * x + y", "y + a * x"))
+    evaluator = ScriptedEvaluator({cfg(256, 2): passed(40.0)})
+    run = paused(tmp_path, evaluator=evaluator)
+    run.critic = ExpertCritic()
+    run.context.agents = (run.diagnoser, run.proposer, run.critic)
+    run.proposer.script = [[]]
+    run.answer(f'candidate {good} {{"BLOCK": 256, "num_warps": 2}}')
+    assert ("human", "critic") in run.edges() and ("critic", "evaluate") in run.edges()
+    mine = run.state["attempts"][-1]
+    assert mine["origin"] == "human" and mine["verdict"] == "pass"
+    assert evaluator.calls[-1][0].source == good.read_text()
+    assert run.state["best"]["identity"] == mine["identity"]
+
+    # A construct the human forbade is caught by the critic before anything runs.
+    run.proposer.script = [[]]
+    run.answer("constrain forbid=tl.atomic_add")
+    bad = tmp_path / "bad.py"
+    bad.write_text(good.read_text().replace("tl.store(", "tl.atomic_add("))
+    evaluated = len(evaluator.evaluated)
+    run.answer(f"candidate {bad}")
+    assert run.edges()[-1] == ("critic", "human") and len(evaluator.evaluated) == evaluated
+    assert (
+        "forbidden: " in run.question["summary"]["why"] and "tl.atomic_add" in run.question["summary"]["why"]
+    )
+
+
+def test_the_drawn_graph_shows_every_edge_of_the_router_table():
+    from graph.builder import graph
+
+    mermaid = graph.get_graph().draw_mermaid()
+    conditional = [
+        ("evaluate", "report"), ("evaluate", "propose"), ("evaluate", "reflect"), ("evaluate", "human"),
+        ("evaluate", "diagnose"), ("critic", "propose"), ("critic", "evaluate"), ("critic", "human"),
+        ("propose", "critic"), ("propose", "human"), ("propose", "report"), ("human", "diagnose"),
+        ("human", "critic"), ("human", "report"),
+    ]  # fmt: skip
+    fixed = [("setup", "diagnose"), ("diagnose", "propose"), ("reflect", "propose"), ("report", "__end__")]
+    for a, b in conditional:
+        assert f"{a} -.-> {b};" in mermaid
+    for a, b in fixed:
+        assert f"{a} --> {b};" in mermaid

@@ -1,0 +1,154 @@
+"""The routing rules of DESIGN section 5 as pure functions over state dicts: every row of the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from graph.routing import (
+    after_critic,
+    after_evaluate,
+    after_propose,
+    finish,
+    fresh_streaks,
+    round_outcome,
+    update_streaks,
+)
+from graph.settings import default_settings
+
+COMPILE = ["syntax_error", "compile_error", "resource_limit", "no_kernel_launched"]
+
+
+def settings() -> dict[str, Any]:
+    s = default_settings()
+    s["budget"] = {"rounds": 10, "candidates_per_round": 2, "minutes": 30, "candidates": 20}
+    return s
+
+
+def attempt(verdict: str = "pass", error_type: str | None = None, round_: int = 1, us: float = 10.0) -> dict:
+    return {
+        "verdict": verdict,
+        "error_type": error_type,
+        "round": round_,
+        "geomean_us": us if verdict == "pass" else None,
+    }
+
+
+def state_after(
+    rounds: list[list[dict]], improvements: list[bool] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A state whose streaks went through ``rounds`` (each a list of attempts)."""
+    streaks = fresh_streaks()
+    improvements = improvements or [True] * len(rounds)
+    for attempts, better in zip(rounds, improvements, strict=True):
+        streaks = update_streaks(streaks, round_outcome(attempts, COMPILE), better)
+    base = {"settings": settings(), "streaks": streaks, "rounds_done": len(rounds), "attempts": [],
+            "active_s": 0.0, "baseline": {"geomean_us": 100.0}, "best": {"geomean_us": 100.0, "interpreted": True}}  # fmt: skip
+    return {**base, **extra}
+
+
+def route(state: dict[str, Any], target: dict | None = None) -> tuple[str, str]:
+    d = after_evaluate(state, target or {})
+    return d["to"], d["mode"]
+
+
+FAIL = attempt("fail", "compile_error")
+MISMATCH = attempt("fail", "mismatch")
+NAN = attempt("fail", "nan")
+
+
+def test_round_outcome_dominant_error_and_pass():
+    assert round_outcome([attempt(), FAIL], COMPILE)["passed"] is True
+    out = round_outcome([MISMATCH, FAIL, attempt("fail", "compile_error")], COMPILE)
+    assert out == {"passed": False, "error_type": "compile_error", "compile_failure": True, "failures": 3}
+
+
+def test_a_passing_round_goes_to_diagnose():
+    assert route(state_after([[attempt()]])) == ("diagnose", "explore")
+
+
+def test_compile_failure_goes_to_propose_in_fix_mode():
+    assert route(state_after([[FAIL]], [False])) == ("propose", "fix")
+
+
+def test_three_compile_failures_of_different_types_go_to_reflect():
+    rounds = [[attempt("fail", "syntax_error")], [FAIL], [attempt("fail", "resource_limit")]]
+    assert route(state_after(rounds, [False] * 3)) == ("reflect", "reflect")
+
+
+def test_same_error_twice_reflects_and_three_times_asks_the_human():
+    assert route(state_after([[MISMATCH], [MISMATCH]], [False] * 2)) == ("reflect", "reflect")
+    # A compile error repeated: the second time reflects, the third asks the human.
+    assert route(state_after([[FAIL], [FAIL]], [False] * 2))[0] == "reflect"
+    assert route(state_after([[FAIL], [FAIL], [FAIL]], [False] * 3))[0] == "human"
+
+
+def test_three_failed_validations_in_a_row_ask_the_human():
+    rounds = [[MISMATCH], [NAN], [attempt("fail", "input_modified")]]
+    assert route(state_after(rounds, [False] * 3))[0] == "human"
+
+
+def test_a_pass_resets_the_failure_ladders():
+    rounds = [[MISMATCH], [NAN], [attempt()], [MISMATCH]]
+    s = state_after(rounds, [False, False, True, False])
+    assert s["streaks"]["failed_validations"] == 1 and s["streaks"]["same_error"]["count"] == 1
+    assert route(s)[0] == "diagnose"
+
+
+def test_stall_asks_the_human():
+    s = state_after([[attempt()]] * 3, [False] * 3)
+    d = after_evaluate(s, {})
+    assert d["to"] == "human" and "stall" in d["reason"]
+    assert route(state_after([[attempt()]] * 3, [False, False, True]))[0] == "diagnose"
+
+
+def test_a_failed_round_takes_its_ladder_before_the_stall():
+    s = state_after([[attempt()], [attempt()], [FAIL]], [False] * 3)
+    assert route(s) == ("propose", "fix")
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"rounds_done": 10}, "rounds"),
+        ({"attempts": [attempt(round_=1)] * 20}, "candidates"),
+        ({"active_s": 30 * 60.0}, "minutes"),
+    ],
+)
+def test_budget_spent_goes_to_report(extra, why):
+    s = state_after([[FAIL]], [False], **extra)
+    d = after_evaluate(s, {})
+    assert d["to"] == "report" and why in d["reason"]
+    assert finish(s, {})["status"] == "budget_exhausted"
+
+
+def test_target_met_goes_to_report_but_never_on_interpreted_timings():
+    best = {"geomean_us": 50.0, "interpreted": False, "origin": "expert",
+            "per_shape": [{"shape": {"M": 4096}, "roofline_pct": 93.0}, {"shape": {"M": 1}, "roofline_pct": 20.0}]}  # fmt: skip
+    s = state_after([[attempt()]], best=best)
+    assert finish(s, {"speedup": 1.5})["status"] == "target_met"
+    assert after_evaluate(s, {"roofline_pct": 92})["to"] == "report"  # the largest shape counts
+    assert finish(s, {"roofline_pct": 95}) is None
+    assert finish({**s, "best": {**best, "interpreted": True}}, {"speedup": 1.5}) is None
+
+
+def test_after_critic_revise_approve_repropose_and_human():
+    def st(statuses: list[str], used: int = 0) -> dict[str, Any]:
+        return {"settings": settings(), "critic_round": used, "proposals": [{"status": s} for s in statuses]}
+
+    assert (after_critic(st(["approved", "revise"]))["to"], after_critic(st(["revise"]))["mode"]) == (
+        "propose",
+        "revise",
+    )
+    assert after_critic(st(["approved", "revise"], used=2))["to"] == "evaluate"
+    assert after_critic(st(["approved", "rejected"]))["to"] == "evaluate"
+    assert after_critic(st(["rejected"]))["to"] == "propose"
+    assert after_critic(st(["rejected"], used=2))["to"] == "human"
+
+
+def test_after_propose():
+    assert after_propose({}, 2, "explore", "", False)["to"] == "critic"
+    assert after_propose({}, 0, "revise", "", False)["to"] == "critic"
+    assert after_propose({}, 0, "explore", "near the roofline", True)["to"] == "report"
+    assert after_propose({}, 0, "explore", "space exhausted", False)["to"] == "human"
