@@ -29,8 +29,9 @@ def verdicts() -> dict:
     task = load_task(TASK)
     files = sorted(CANDIDATES.glob("*.py"))
     cands = [Candidate(source=f.read_text(), config=CONFIG) for f in files]
-    results = evaluate_many(task, cands, device="cpu",
-                            settings=EvalSettings(check_timeout_s=HANG_LIMIT_S, parallel=2))
+    results = evaluate_many(
+        task, cands, device="cpu", settings=EvalSettings(check_timeout_s=HANG_LIMIT_S, parallel=2)
+    )
     return {f.stem: r for f, r in zip(files, results, strict=True)}
 
 
@@ -66,7 +67,9 @@ def test_syntax_error_stops_at_static_with_line(verdicts):
 
 def test_kernel_defined_but_never_launched(verdicts):
     assert (verdicts["never_launched"].stage, verdicts["never_launched"].error_type) == (
-        "static", "no_kernel_launched")
+        "static",
+        "no_kernel_launched",
+    )
     # Statically it looks launched; at run time launch() skips it.
     assert verdicts["launch_skipped"].error_type == "no_kernel_launched"
     assert verdicts["launch_skipped"].stage == "compile"
@@ -143,8 +146,13 @@ def test_forbidden_construct_from_the_task(tmp_path):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools.evaluate", *args], capture_output=True, text=True,
-                          cwd=HERE.parent, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.evaluate", *args],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        timeout=300,
+    )
 
 
 def test_cli_json_and_exit_codes():
@@ -154,8 +162,15 @@ def test_cli_json_and_exit_codes():
     assert result["verdict"] == "pass" and result["stage"] == "done"
     assert result["device"]["interpreted"] is True
 
-    bad = _cli(str(TASK), str(CANDIDATES / "syntax_error.py"), "--device", "cpu", "--json",
-               "--config", json.dumps(CONFIG))
+    bad = _cli(
+        str(TASK),
+        str(CANDIDATES / "syntax_error.py"),
+        "--device",
+        "cpu",
+        "--json",
+        "--config",
+        json.dumps(CONFIG),
+    )
     assert bad.returncode == 1 and json.loads(bad.stdout)["error_type"] == "syntax_error"
 
     wrong = _cli(str(TASK / "missing.json"), str(CANDIDATES / "good.py"))
