@@ -83,7 +83,10 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
             raise BadInput("--rounds must be >= 1")
         overrides.setdefault("budget", {})["rounds"] = args.rounds
     settings = load_settings(task, overrides)
-    build_agents(args.model, args.critic_model, settings)  # a SPEC that cannot be served fails here
+    try:  # a SPEC that cannot be served fails here, before the baseline is evaluated
+        build_agents(args.model, args.critic_model, settings)
+    except (ValueError, ImportError) as exc:
+        raise BadInput(f"--model {args.model} / --critic-model {args.critic_model}: {exc}") from None
     run_dir = Path(args.run_dir).resolve() if args.run_dir else default_run_dir(task.name)
     if (run_dir / CHECKPOINTS).exists():
         raise BadInput(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
