@@ -51,6 +51,11 @@ class SearchSettings(_Strict):
     near_roofline_pct: float = Field(gt=0)
 
 
+class ProfilerSettings(_Strict):
+    ncu: bool
+    timeout_s: float = Field(gt=0)
+
+
 class DeviceLimits(_Strict):
     max_threads_per_block: int = Field(ge=32)
     max_registers_per_thread: int = Field(ge=16)
@@ -65,6 +70,7 @@ class Settings(BaseModel):
     critic_rounds: int = Field(ge=0)
     routing: RoutingSettings
     search: SearchSettings
+    profiler: ProfilerSettings
     device_limits: DeviceLimits
 
 

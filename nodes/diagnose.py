@@ -15,6 +15,11 @@ from graph.routing import decision
 from nodes.audit import audit
 from nodes.records import load_result
 from nodes.runtime import RunContext, agent_context, agents_for, run_task
+from profiles.derived import derived_snapshot
+from profiles.render import render_snapshot
+from profiles.snapshot import snapshots_from_csv
+from profiles.source_summary import summarize_source
+from tools.ncu import ncu_available, profile_candidate
 from tools.task import Task
 
 
@@ -42,11 +47,7 @@ def diagnose(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, A
     retrieved: list[dict[str, Any]] = []
     ctx = agent_context({**state, "snapshot": snapshot, "retrieved_cases": retrieved}, task)
     if snapshot:
-        from profiles.render import render_snapshot
-
         ctx.snapshot_text = render_snapshot(snapshot)
-    from profiles.source_summary import summarize_source
-
     ctx.source_summary = summarize_source(_best_source(state, task))
     diagnosis = diagnoser.diagnose(ctx)
     audit(state["run_dir"], "diagnose", f"#{best['n']}: {diagnosis.summary}", round=state["round"])
@@ -74,13 +75,12 @@ def largest_workload(task: Task, device: str) -> tuple[dict[str, int], str]:
 def take_snapshot(
     state: dict[str, Any], task: Task, best: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
-    """(snapshot of the best at the largest workload shape, why ncu was not used or "" )."""
-    from profiles.derived import derived_snapshot
-
+    """(snapshot of the best at the largest workload shape, why ncu was not used or "")."""
     device = state["device"]
     shape, dtype = largest_workload(task, device)
     note = ""
-    if device == "cuda" and not state.get("profiler", {}).get("ncu_unavailable"):
+    wanted = state["settings"]["profiler"]["ncu"]
+    if device == "cuda" and wanted and not state.get("profiler", {}).get("ncu_unavailable"):
         snap, note = _ncu_snapshot(state, task, best, shape, dtype)
         if snap is not None:
             return snap, ""
@@ -92,16 +92,23 @@ def take_snapshot(
 
 
 def _ncu_snapshot(state, task, best, shape, dtype) -> tuple[dict[str, Any] | None, str]:
-    from profiles.snapshot import snapshots_from_csv
-    from tools.ncu import ncu_available, profile_candidate
-
     reason = ncu_available()
     if reason:
         return None, reason
     run_dir = Path(state["run_dir"])
     out_csv = run_dir / "profiles" / f"{best['identity']}.csv"
     try:
-        profile_candidate(task.folder, run_dir / best["candidate"], best["config"], shape, dtype, out_csv)
+        if not out_csv.exists():  # this node may run again after a kill: keep a finished profile
+            timeout = state["settings"]["profiler"]["timeout_s"]
+            profile_candidate(
+                task.folder,
+                run_dir / best["candidate"],
+                best["config"],
+                shape,
+                dtype,
+                out_csv,
+                timeout_s=timeout,
+            )
         snaps = snapshots_from_csv(out_csv)
     except Exception as exc:  # ncu failing is reported once; the run goes on with derived snapshots
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

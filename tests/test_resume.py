@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -137,3 +139,32 @@ def test_bad_input_exits_2_with_a_message_naming_the_problem(tmp_path):
     assert cli(str(AXPY), "--model", "nosuchprovider:model").returncode == 2
     assert cli("--resume", str(tmp_path)).returncode == 2
     assert cli(str(AXPY), "--answer", "stop").returncode == 2
+
+
+@pytest.mark.slow
+def test_in_a_terminal_the_cli_asks_and_applies_the_answer(tmp_path):
+    task = tiny_task(tmp_path, {"BLOCK": [128], "num_warps": [4]})
+    run_dir = tmp_path / "run"
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "graph.run", str(task), "--device", "cpu", "--run-dir", str(run_dir)],
+                            cwd=REPO, stdin=child, stdout=child, stderr=child, start_new_session=True)  # fmt: skip
+    os.close(child)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 240
+        while b"answer>" not in seen and time.monotonic() < deadline:
+            if select.select([main], [], [], 1)[0]:
+                seen += os.read(main, 4096)
+        assert b"answer>" in seen, seen.decode(errors="replace")
+        os.write(main, b"widen nosuchkey=1\n")  # a wrong answer is explained and asked again
+        os.write(main, b"stop\n")
+        assert proc.wait(timeout=120) == 0
+        with contextlib.suppress(OSError):
+            while select.select([main], [], [], 0.2)[0]:
+                seen += os.read(main, 4096)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(main)
+    assert b"unknown search-space key" in seen
+    assert json.loads((run_dir / "report.json").read_text())["status"] == "stopped_by_human"
