@@ -164,6 +164,8 @@ def main() -> None:
     parser.add_argument("--tasks", default="add_rmsnorm,softmax,gqa_decode")
     parser.add_argument("--throughput", type=int, default=0)
     parser.add_argument("--workdir", default="/tmp/ka-bench")
+    parser.add_argument()
+    parser.add_argument("--check-timeout", type=float, default=240.0)
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,7 +182,9 @@ def main() -> None:
     for name in [t for t in args.tasks.split(",") if t]:
         task = load_task(REPO / "tasks" / name)
         started = time.perf_counter()
-        with Evaluator(task, "cuda", EvalSettings(workdir=f"{args.workdir}/{name}")) as evaluator:
+        with Evaluator(
+            task, "cuda", EvalSettings(workdir=f"{args.workdir}/{name}", check_timeout_s=args.check_timeout)
+        ) as evaluator:
             rows, resources, repeat = baseline_rows(task, evaluator)
         torch_timings = torch_rows(task, settings, copy_gbps)
         report["tasks"][name] = {

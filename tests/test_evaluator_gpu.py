@@ -41,7 +41,7 @@ def test_gpu_verdicts_and_recovery(tmp_path):
     task = load_task(TASK)
     names = [*EXPECTED, "segfault", "good"]
     cands = [Candidate(source=(CANDIDATES / f"{n}.py").read_text(), config=CONFIG) for n in names]
-    settings = EvalSettings(check_timeout_s=60, workdir=str(tmp_path))
+    settings = EvalSettings(check_timeout_s=30, workdir=str(tmp_path))
     with Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many(cands)
     got = {n: (r.error_type, r.stage) for n, r in zip(names, results, strict=True)}

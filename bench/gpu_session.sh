@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device session: every GPU measurement the repository commits, each part under its own time limit.
+# Usage (repo root, on the GPU box): bash bench/gpu_session.sh OUT_DIR [parts...]
+# parts: evaluator-tests bench throughput softmax ncu-cases ncu-tasks   (default: all)
+set -u
+OUT=${1:?output folder}; shift
+PARTS=${*:-evaluator-tests bench throughput softmax ncu-cases ncu-tasks}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader;
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)";
+  git rev-parse HEAD 2>/dev/null; } > "$OUT/env.txt"
+for part in $PARTS; do
+  echo "=== $part"
+  case $part in
+    evaluator-tests) timeout 150 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tail -15 ;;
+    bench) timeout 330 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode 2>&1 | tail -40 ;;
+    throughput) timeout 200 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
+    softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
+    ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;
+    ncu-tasks) timeout 300 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only tasks 2>&1 | tail -20 ;;
+  esac
+done
