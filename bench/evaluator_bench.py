@@ -164,7 +164,6 @@ def main() -> None:
     parser.add_argument("--tasks", default="add_rmsnorm,softmax,gqa_decode")
     parser.add_argument("--throughput", type=int, default=0)
     parser.add_argument("--workdir", default="/tmp/ka-bench")
-    parser.add_argument()
     parser.add_argument("--check-timeout", type=float, default=240.0)
     args = parser.parse_args()
     out = Path(args.out)
