@@ -192,6 +192,9 @@ def after_critic(state: dict[str, Any]) -> Decision:
         return decision("critic", "propose", f"{len(revise)} proposal(s) sent back with objections", "revise")
     if approved:
         return decision("critic", "evaluate", f"{len(approved)} proposal(s) approved")
+    if proposals and all(p.get("origin") == "human" for p in proposals):
+        objections = "; ".join(o for p in proposals for o in p.get("objections", []))
+        return decision("critic", "human", f"the human's candidate was rejected: {objections}")
     if used < critic_rounds:
         return decision("critic", "propose", "every proposal was rejected: propose again")
     return decision("critic", "human", f"no proposal survived the critic in {used + 1} review(s)")

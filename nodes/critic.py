@@ -9,7 +9,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.routing import after_critic, decision
+from graph.routing import after_critic
 from nodes.audit import audit
 from nodes.roles import Proposal
 from nodes.runtime import RunContext, agent_context, agents_for, run_task
@@ -46,10 +46,6 @@ def critic(
 
     used = state.get("critic_round", 0)
     routed = after_critic({**state, "proposals": records})
-    if records and all(r["origin"] == "human" and r["status"] == "rejected" for r in records):
-        routed = decision(
-            "critic", "human", "the human's candidate was rejected: " + "; ".join(records[0]["objections"])
-        )
     rejected = [r for r in records if r["status"] == "rejected"]
     if routed["to"] != "propose":
         # No more reviews for this batch: what is still objected to is rejected.

@@ -19,6 +19,34 @@ from nodes.records import attempt_record, load_result, save_result, with_log, wr
 from nodes.runtime import RunContext, evaluator_for, module_source, run_task, space_module
 from tools.candidate import Candidate
 from tools.results import EvalResult
+from tools.task import Task
+
+
+def _candidates(
+    approved: list[dict[str, Any]], task: Task, state: dict[str, Any]
+) -> tuple[list[Candidate], list[str], dict[str, dict[str, Any]]]:
+    """Approved proposals as candidates (files written), each one's module name, the new-source modules."""
+    candidates, modules, extra_modules = [], [], dict(state.get("extra_modules", {}))
+    for r in approved:
+        p = r["proposal"]
+        new_source = p.get("source") is not None
+        cand = Candidate(
+            source=p["source"] if new_source else module_source(task, state, p["module"]),
+            config=p["config"],
+            rationale=p["rationale"],
+            origin=r["origin"],
+            module=space_module(state, p["module"]),
+            parent=state["best"]["identity"],
+        )
+        path = write_candidate(state["run_dir"], cand)
+        if new_source:  # a new module once it passes: later rounds may tune its config
+            name = f"{r['origin'].split(':')[0]}_{cand.identity[:8]}.py"
+            extra_modules.setdefault(name, {"path": str(path), "space_of": cand.module, "passed": False})
+            modules.append(name)
+        else:
+            modules.append(p["module"])
+        candidates.append(cand)
+    return candidates, modules, extra_modules
 
 
 def evaluate(
@@ -32,30 +60,7 @@ def evaluate(
     approved = [r for r in state.get("proposals", []) if r["status"] == "approved"][:room]
     write = get_stream_writer()
 
-    candidates, modules, extra_modules = [], [], dict(state.get("extra_modules", {}))
-    for r in approved:
-        p = r["proposal"]
-        if p.get("source") is not None:
-            source, space_of = p["source"], space_module(state, p["module"])
-        else:
-            source, space_of = module_source(task, state, p["module"]), space_module(state, p["module"])
-        cand = Candidate(
-            source=source,
-            config=p["config"],
-            rationale=p["rationale"],
-            origin=r["origin"],
-            module=space_of,
-            parent=state["best"]["identity"],
-        )
-        path = write_candidate(run_dir, cand)
-        if p.get("source") is not None:
-            name = f"{r['origin'].split(':')[0]}_{cand.identity[:8]}.py"
-            extra_modules.setdefault(name, {"path": str(path), "space_of": space_of, "passed": False})
-            modules.append(name)
-        else:
-            modules.append(p["module"])
-        candidates.append(cand)
-
+    candidates, modules, extra_modules = _candidates(approved, task, state)
     results: list[EvalResult | None] = [load_result(run_dir, c.identity) for c in candidates]
     reused = sum(r is not None for r in results)
     if reused:

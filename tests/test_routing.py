@@ -145,6 +145,11 @@ def test_after_critic_revise_approve_repropose_and_human():
     assert after_critic(st(["approved", "rejected"]))["to"] == "evaluate"
     assert after_critic(st(["rejected"]))["to"] == "propose"
     assert after_critic(st(["rejected"], used=2))["to"] == "human"
+    human = {
+        **st([]),
+        "proposals": [{"status": "rejected", "origin": "human", "objections": ["forbidden: x"]}],
+    }
+    assert after_critic(human)["to"] == "human" and "forbidden: x" in after_critic(human)["reason"]
 
 
 def test_after_propose():
