@@ -99,25 +99,12 @@ def evaluator_for(runtime: Runtime[RunContext] | None) -> Callable[..., list]:
 
 
 # -- what the roles read ---------------------------------------------------------------------------
+# What each past attempt shows the roles (the full logs stay in results/).
 HISTORY_KEYS = (
-    "n",
-    "round",
-    "identity",
-    "module",
-    "config",
-    "origin",
-    "parent",
-    "rationale",
-    "expected_effect",
-    "verdict",
-    "stage",
-    "error_type",
-    "message",
-    "geomean_us",
-    "per_shape",
-    "resources",
-    "roofline_pct",
-)
+    "n", "round", "identity", "module", "config", "origin", "parent", "rationale", "expected_effect",
+    "verdict", "stage", "error_type", "message", "geomean_us", "per_shape", "resources", "roofline_pct",
+    "interpreted",
+)  # fmt: skip
 
 
 def agent_context(state: dict[str, Any], task: Task, mode: str = "explore", **extra: Any) -> AgentContext:
