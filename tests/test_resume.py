@@ -20,6 +20,9 @@ import pytest
 HERE = Path(__file__).parent
 REPO = HERE.parent
 AXPY = HERE / "fixtures" / "tasks" / "axpy"
+# One candidate per round, and no round counts as an improvement: the human is asked after round 1.
+STALL_AFTER_ONE = ("--set", "budget.candidates_per_round=1", "--set", "routing.stall_rounds=1",
+                   "--set", "routing.stall_improvement=10")  # fmt: skip
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -94,9 +97,11 @@ def test_sigkill_during_evaluation_then_resume_reuses_every_finished_candidate(t
 
 @pytest.mark.slow
 def test_a_paused_run_exits_3_and_resumes_in_a_new_process_with_each_answer(tmp_path):
-    task = tiny_task(tmp_path, {"BLOCK": [128], "num_warps": [4]})  # only the baseline: nothing to propose
+    task = tiny_task(tmp_path, {"BLOCK": [128, 256], "num_warps": [4]})
     run_dir = tmp_path / "run"
-    first = cli(str(task), "--device", "cpu", "--run-dir", str(run_dir), "--non-interactive")
+    first = cli(
+        str(task), "--device", "cpu", "--run-dir", str(run_dir), "--non-interactive", *STALL_AFTER_ONE
+    )
     assert first.returncode == 3, first.stdout + first.stderr
     assert f"--resume {run_dir}" in first.stdout
     assert json.loads((run_dir / "report.json").read_text())["status"] == "awaiting_human"
@@ -104,15 +109,13 @@ def test_a_paused_run_exits_3_and_resumes_in_a_new_process_with_each_answer(tmp_
     bad = cli("--resume", str(run_dir), "--answer", "widen nosuchkey=3")
     assert bad.returncode == 2 and "unknown search-space key 'nosuchkey'" in bad.stdout
 
+    # The widened value is tried in the next round, which stalls again: a second question.
     widened = cli("--resume", str(run_dir), "--answer", "widen num_warps=8", "--non-interactive")
-    assert widened.returncode == 3, (
-        widened.stdout + widened.stderr
-    )  # evaluates the new value, then asks again
+    assert widened.returncode == 3, widened.stdout + widened.stderr
     report = json.loads((run_dir / "report.json").read_text())
-    assert [a["config"] for a in report["attempts"]] == [
-        {"BLOCK": 128, "num_warps": 4},
-        {"BLOCK": 128, "num_warps": 8},
-    ]
+    configs = [a["config"] for a in report["attempts"]]
+    assert configs[:2] == [{"BLOCK": 128, "num_warps": 4}, {"BLOCK": 256, "num_warps": 4}]
+    assert len(configs) == 3 and configs[2]["num_warps"] == 8
     assert report["search_spaces"]["baseline.py"]["num_warps"] == [4, 8]
 
     stopped = cli("--resume", str(run_dir), "--answer", "stop")
@@ -143,10 +146,21 @@ def test_bad_input_exits_2_with_a_message_naming_the_problem(tmp_path):
 
 @pytest.mark.slow
 def test_in_a_terminal_the_cli_asks_and_applies_the_answer(tmp_path):
-    task = tiny_task(tmp_path, {"BLOCK": [128], "num_warps": [4]})
+    task = tiny_task(tmp_path, {"BLOCK": [128, 256], "num_warps": [4]})
     run_dir = tmp_path / "run"
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "graph.run", str(task), "--device", "cpu", "--run-dir", str(run_dir)],
+    cmd = [
+        sys.executable,
+        "-m",
+        "graph.run",
+        str(task),
+        "--device",
+        "cpu",
+        "--run-dir",
+        str(run_dir),
+        *STALL_AFTER_ONE,
+    ]
+    proc = subprocess.Popen(cmd,
                             cwd=REPO, stdin=child, stdout=child, stderr=child, start_new_session=True)  # fmt: skip
     os.close(child)
     seen = b""

@@ -81,23 +81,27 @@ def test_studio_runs_the_graph_through_an_interrupt_and_a_resume(server, tmp_pat
         if f.is_file():
             (task / f.name).write_text(f.read_text())
     spec = json.loads((AXPY / "task.json").read_text())
-    spec["search_space"] = {
-        "BLOCK": [128],
-        "num_warps": [4],
-    }  # only the baseline: the proposer asks the human
+    spec["search_space"] = {"BLOCK": [128, 256], "num_warps": [4]}
     (task / "task.json").write_text(json.dumps(spec))
     run_dir = tmp_path / "run"
+    # One candidate, and no round counts as an improvement: a stall asks the human after round 1.
+    overrides = {
+        "budget": {"candidates_per_round": 1},
+        "routing": {"stall_rounds": 1, "stall_improvement": 10},
+    }
 
     thread = server.threads.create()
     tid = thread["thread_id"]
-    server.runs.wait(tid, "kernel_agent", input={"task": str(task), "device": "cpu", "run_dir": str(run_dir)})
+    inputs = {"task": str(task), "device": "cpu", "run_dir": str(run_dir), "overrides": overrides}
+    server.runs.wait(tid, "kernel_agent", input=inputs)
     state = server.threads.get(tid)
     assert state["status"] == "interrupted"
     (question,) = [i["value"] for ints in state["interrupts"].values() for i in ints]
-    assert "nothing to propose" in question["summary"]["why"] and question["choices"]
+    assert "stall" in question["summary"]["why"] and question["choices"]
 
     values = server.runs.wait(tid, "kernel_agent", command={"resume": "stop"})
     assert server.threads.get(tid)["status"] == "idle"
     assert values["stop"]["status"] == "stopped_by_human"
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["status"] == "stopped_by_human" and report["attempts"][0]["origin"] == "baseline"
+    assert report["status"] == "stopped_by_human"
+    assert [a["origin"] for a in report["attempts"]] == ["baseline", "expert"]

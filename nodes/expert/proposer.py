@@ -8,7 +8,8 @@
   restarts, more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
-- memory_bound with every shape near the roofline: nothing left to gain, say so and stop.
+- memory_bound with every shape near the roofline: nothing left to gain, say so and stop; likewise
+  when every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 Deterministic under the run's seed.
@@ -121,7 +122,11 @@ class ExpertProposer:
             for p in picks:
                 p.rationale += note
         if not picks:
-            self.last_reason = "every config of the search space that is worth trying has been evaluated"
+            # The space is exhausted (values that failed twice and never passed aside): the search is done.
+            self.converged = True
+            self.last_reason = "every config of the search space has been evaluated"
+            if avoid:
+                self.last_reason += " except those using values that failed twice and never passed"
         return picks
 
     # -- pieces ---------------------------------------------------------------------------------
