@@ -11,20 +11,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-_seen: dict[Path, set[str]] = {}
+_seen: dict[tuple[Path, int], set[str]] = {}
 
 
 def _keys(path: Path) -> set[str]:
-    if path not in _seen:
+    """Keys already in the file (read once per file; a file replaced under the same name is read anew)."""
+    path.touch()
+    ident = (path, path.stat().st_ino)
+    if ident not in _seen:
         keys: set[str] = set()
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    keys.add(json.loads(line)["key"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue  # a line cut short by a kill
-        _seen[path] = keys
-    return _seen[path]
+        for line in path.read_text().splitlines():
+            try:
+                keys.add(json.loads(line)["key"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line cut short by a kill
+        _seen[ident] = keys
+    return _seen[ident]
 
 
 def audit(
