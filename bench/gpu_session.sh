@@ -13,9 +13,9 @@ export PYTHONUNBUFFERED=1
 for part in $PARTS; do
   echo "=== $part"
   case $part in
-    evaluator-tests) timeout 120 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tail -15 ;;
+    evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tail -15 ;;
     bench) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode 2>&1 | tail -40 ;;
-    throughput) timeout 150 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
+    throughput) timeout 180 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
     softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
     ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;
     ncu-tasks) timeout 300 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only tasks 2>&1 | tail -20 ;;
