@@ -16,6 +16,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 USUAL_NEXT = {"diagnose": "propose", "propose": "critic", "critic": "evaluate", "evaluate": "diagnose"}
 
 
+def versus_baseline(baseline_us: float | None, best_us: float | None, interpreted: bool) -> str:
+    """How the best compares with the baseline, without a speed claim from interpreted timings."""
+    if interpreted:
+        return "interpreted timings: ranks only"
+    if not baseline_us or not best_us:
+        return "-"
+    return f"{baseline_us / best_us:.2f}x the baseline"
+
+
 def _duration(seconds: float) -> str:
     seconds = max(int(seconds), 0)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
@@ -30,6 +39,7 @@ class ProgressView:
         self.budget: dict[str, Any] = {}
         self.baseline_us: float | None = None
         self.best_us: float | None = None
+        self.interpreted = False
         self.evaluated = 0
         self.eval_seconds = 0.0
         self._round_started: float | None = None
@@ -58,6 +68,7 @@ class ProgressView:
             return
         self.baseline_us = self.best_us = e["geomean_us"]
         self.budget = e.get("budget", {})
+        self.interpreted = e["device"] == "cpu"
         note = " (Triton interpreter: ranks only)" if e["device"] == "cpu" else ""
         self.console.print(f"[bold]setup[/bold]: baseline {e['geomean_us']:.2f} us geomean{note}")
 
@@ -102,12 +113,10 @@ class ProgressView:
             self._round_started = None
         self.best_us = e["best_us"]
         self.baseline_us = e.get("baseline_us", self.baseline_us)
-        speed = (
-            f" ({self.baseline_us / self.best_us:.2f}x baseline)" if self.baseline_us and self.best_us else ""
-        )
+        speed = versus_baseline(self.baseline_us, self.best_us, self.interpreted)
         self.console.print(
             f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "
-            f"{self.best_us:.2f} us{speed}, {self.evaluated} evaluated{self._eta()}"
+            f"{self.best_us:.2f} us ({speed}), {self.evaluated} evaluated{self._eta()}"
         )
 
     def _eta(self) -> str:

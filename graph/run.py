@@ -23,7 +23,7 @@ from langgraph.types import Command
 from rich.console import Console
 
 from graph.builder import builder
-from graph.progress import ProgressView
+from graph.progress import ProgressView, versus_baseline
 from graph.settings import SettingsError, load_settings, parse_assignments
 from nodes.agents import AgentSpecError, build_agents
 from nodes.human import AnswerError, parse_answer
@@ -118,9 +118,10 @@ def show_question(console: Console, question: dict[str, Any]) -> None:
     s = question["summary"]
     best = s["best"]
     console.print(f"\n[bold yellow]{question['question']}[/bold yellow]")
+    speed = versus_baseline(s["baseline_us"], best["geomean_us"], bool(best.get("interpreted")))
     console.print(
-        f"  best so far: #{best['n']} {best['module']} {best['config']}: {best['geomean_us']:.2f} us "
-        f"({best['speedup']:.2f}x the baseline's {s['baseline_us']:.2f} us)"
+        f"  best so far: #{best['n']} {best['module']} {best['config']}: {best['geomean_us']:.2f} us ({speed}; "
+        f"baseline {s['baseline_us']:.2f} us)"
     )
     for e in s["last_errors"][-3:]:
         console.print(
@@ -176,10 +177,11 @@ def drive(
     if state.next:
         raise RuntimeError(f"the graph stopped before {state.next} without a question")
     report = json.loads((run_dir / "report.json").read_text())
-    speed = f"{report['speedup']:.3f}x" if report.get("speedup") else "-"
+    speed = versus_baseline(report["baseline"]["geomean_us"], report["best"]["geomean_us"],
+                            report["device"]["interpreted"])  # fmt: skip
     console.print(
         f"\n[bold]{report['status']}[/bold]: {report['reason']}; best {report['best']['geomean_us']:.2f} us "
-        f"({speed} the baseline). Report: {run_dir}/report.md"
+        f"({speed}). Report: {run_dir}/report.md"
     )
     if report.get("note"):
         console.print(report["note"])
