@@ -145,7 +145,8 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
         f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
         f"({best['candidate']})",
-        f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x",
+        f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x"
+        + (" (interpreted: a ranking, not a speed claim)" if report["device"]["interpreted"] else ""),
         f"- rounds: {report['rounds']}, candidates evaluated: {report['candidates_evaluated']}, "
         f"wall time: {report['wall_s']:.0f} s (active {report['active_s']:.0f} s)",
         f"- proposer: {report['model']}, critic: {report['critic_model']}, seed {report['seed']}",
