@@ -349,9 +349,12 @@ class Evaluator:
             return merged
         result.metrics = result.metrics.model_validate(timed["metrics"])
         if timed.get("grids"):
-            result.resources["kernels"] = merge_launch_resources(
-                timed["grids"], result.resources.get("kernels", [])
-            )
+            kernels = merge_launch_resources(timed["grids"], result.resources.get("kernels", []))
+            result.resources["kernels"] = kernels
+            for key in ("n_regs", "n_spills", "shared_bytes"):  # the worst over the timed shapes
+                values = [k[key] for k in kernels if k.get(key) is not None]
+                if values:
+                    result.resources[key] = max(values)
         result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
         return self._judge_timing(result, baseline)
 

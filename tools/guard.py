@@ -144,7 +144,7 @@ class LaunchRecorder:
             if not warmup:
                 recorder.launches.append({"name": attr, "grid": _grid_tuple(grid, args, kwargs, kernel)})
                 if compiled is not None and hasattr(compiled, "n_regs"):
-                    recorder.compiled[attr] = compiled
+                    recorder.compiled[attr] = compiled  # the specialization this launch used
             return compiled
 
         kernel.run = run

@@ -438,11 +438,21 @@ def timing_stage(
 
 
 def _grids(recorder: LaunchRecorder, since: int, shape: dict, config: dict) -> list[dict]:
-    """The launch grid of each kernel in one launch() call at one shape (for the derived snapshot)."""
-    return [
-        {"name": launch["name"], "grid": launch["grid"], "shape": shape, "num_warps": config.get("num_warps")}
-        for launch in recorder.launches[since:]
-    ]
+    """Grid and compiled resources of each kernel in one launch() call at one shape: registers and
+    spills differ per shape, since Triton specializes each kernel on its constexprs."""
+    entries = []
+    for launch in recorder.launches[since:]:
+        entry = {
+            "name": launch["name"],
+            "grid": launch["grid"],
+            "shape": shape,
+            "num_warps": config.get("num_warps"),
+        }
+        compiled = recorder.compiled.get(launch["name"])
+        if compiled is not None:
+            entry.update({k: v for k, v in kernel_resources(compiled).items() if v is not None})
+        entries.append(entry)
+    return entries
 
 
 # --------------------------------------------------------------------------------------------
