@@ -16,7 +16,7 @@ import contextlib
 import json
 import math
 import os
-import resource
+import random
 import signal
 import subprocess
 import sys
@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import sandbox
 from tools.candidate import Candidate, candidate_identity
 from tools.results import EvalResult, merge_launch_resources
 from tools.static_check import check_source
@@ -48,8 +49,15 @@ class EvalSettings:
     suspicious_speedup: float = 10.0
     workdir: str | None = None
     timing: TimingSettings = field(default_factory=TimingSettings)
-    # Resource limits of a worker process (sandbox): open files, core dumps off.
+    # Resource limits of a worker process (sandbox): open files, core dumps off, address space on CPU.
     max_open_files: int = 4096
+    cpu_address_space_bytes: int = 12 << 30
+    # Extra correctness shapes drawn per run near the workload shapes (a kernel tuned to the benchmark
+    # shapes only fails them); None draws a fresh seed each run.
+    hidden_shapes: int = 1
+    hidden_seed: int | None = None
+    # Off only to test the run-time sandbox behind the static checks.
+    static_checks: bool = True
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -69,20 +77,11 @@ def resolve_device(device: str = "auto") -> str:
 # one worker process
 
 
-def _limit_worker(max_open_files: int) -> Callable[[], None]:
-    def preexec() -> None:
-        os.setsid()  # its own process group: a timeout kills everything it started
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        limit = min(max_open_files, hard) if hard != resource.RLIM_INFINITY else max_open_files
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
-
-    return preexec
-
-
-def _worker_env(device: str, triton_cache: Path) -> dict[str, str]:
+def _worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(triton_cache)
+    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(scratch / "tmp")  # temporary files stay in the sandbox
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if device == "cpu":
@@ -104,12 +103,24 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
     job_file.write_text(json.dumps(job))
     out_file.unlink(missing_ok=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.worker", "check", str(job_file), str(out_file)],
+        [
+            *sandbox.network_isolation(),
+            sys.executable,
+            "-m",
+            "tools.worker",
+            "check",
+            str(job_file),
+            str(out_file),
+        ],
         cwd=scratch,
-        env=_worker_env(job["device"], Path(job["triton_cache"])),
+        env=_worker_env(job["device"], Path(job["triton_cache"]), scratch),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        preexec_fn=_limit_worker(settings.max_open_files),
+        preexec_fn=sandbox.limits(
+            settings.max_open_files,
+            cpu_seconds=settings.check_timeout_s * 2 + 60,
+            address_space=settings.cpu_address_space_bytes if job["device"] == "cpu" else None,
+        ),
     )
     try:
         output, _ = proc.communicate(timeout=settings.check_timeout_s)
@@ -157,13 +168,13 @@ class TimingServer:
     def _start(self) -> subprocess.Popen:
         log = open(self.scratch_root / "timing_server.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.worker", "serve"],
+            [*sandbox.network_isolation(), sys.executable, "-m", "tools.worker", "serve"],
             cwd=self.scratch_root,
-            env=_worker_env("cuda", self.scratch_root / "triton_cache_unused"),
+            env=_worker_env("cuda", self.scratch_root / "triton_cache_unused", self.scratch_root),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
-            preexec_fn=_limit_worker(self.settings.max_open_files),
+            preexec_fn=sandbox.limits(self.settings.max_open_files, cpu_seconds=None, address_space=None),
         )
         return self.proc
 
@@ -227,6 +238,8 @@ class Evaluator:
         self.root = root
         self._server: TimingServer | None = None
         self.calls = 0
+        self.hidden_shapes = draw_hidden_shapes(task, self.device, self.settings)
+        self.sandbox = sandbox.describe(self.device)
 
     def close(self) -> None:
         if self._server is not None:
@@ -249,7 +262,7 @@ class Evaluator:
                 "config outside the task's search space: " + "; ".join(problems),
             )
         report = check_source(cand.source, self.task.spec.constraints.forbid)
-        if not report.ok:
+        if not report.ok and self.settings.static_checks:
             return EvalResult.failure(
                 "static", report.error_type or "forbidden_construct", report.message, report.log
             )
@@ -265,6 +278,7 @@ class Evaluator:
             "device": self.device,
             "identity": cand.identity,
             "seeds": self.settings.seeds,
+            "hidden_shapes": self.hidden_shapes,
             "triton_cache": str(scratch / "triton_cache"),
         }
 
@@ -396,6 +410,21 @@ class Evaluator:
         return result
 
 
+def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[dict[str, int]]:
+    """Shapes near the workload that the candidate's author cannot know in advance."""
+    rng = random.Random(settings.hidden_seed)
+    known = [shape for shape, _ in task.workload(device) + task.check_workload(device)]
+    hidden: list[dict[str, int]] = []
+    for _ in range(settings.hidden_shapes * 20):
+        if len(hidden) >= settings.hidden_shapes:
+            break
+        base = rng.choice([shape for shape, _ in task.workload(device)])
+        shape = {dim: max(1, size + rng.randint(-3, 3)) for dim, size in base.items()}
+        if shape not in known and shape not in hidden:
+            hidden.append(shape)
+    return hidden
+
+
 def _reject(result: EvalResult, stage: str, error_type: str, message: str) -> EvalResult:
     result.verdict, result.stage, result.error_type, result.message = "fail", stage, error_type, message
     return result
@@ -499,6 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_timeout_s = args.timeout
     result = evaluate(task, source, config, device=device, module=module, settings=settings)
     print(result.model_dump_json(indent=2) if args.json else _render(result))
+    if result.details.get("task_error"):  # the task's own reference or make_inputs failed
+        print(f"error: the task is wrong: {result.message}", file=sys.stderr)
+        return 2
     return 0 if result.passed else 1
 
 

@@ -31,6 +31,33 @@ ALLOWED_TORCH_CALLS = frozenset(
         "get_device",
     }
 )
+# torch.<name> a candidate may mention at all: the calls above, dtypes, and torch.Tensor/torch.cuda
+# (whose dangerous members are in FORBIDDEN_ATTRS). Everything else (hub, serialization, jit, utils,
+# distributed, ...) can read or write files, open sockets or compute.
+ALLOWED_TORCH_ATTRS = ALLOWED_TORCH_CALLS | frozenset(
+    {
+        "Tensor",
+        "cuda",
+        "float32",
+        "float",
+        "float16",
+        "half",
+        "bfloat16",
+        "float64",
+        "double",
+        "int8",
+        "uint8",
+        "int16",
+        "int32",
+        "int",
+        "int64",
+        "long",
+        "bool",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "contiguous_format",
+    }
+)
 FORBIDDEN_NAMES = frozenset(
     {
         "exec",
@@ -44,6 +71,7 @@ FORBIDDEN_NAMES = frozenset(
         "breakpoint",
         "input",
         "setattr",
+        "getattr",
         "delattr",
         "memoryview",
     }
@@ -164,6 +192,10 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                 node,
                 source,
             )
+        elif isinstance(node, ast.ClassDef):
+            return _fail(
+                "forbidden_construct", "class definitions (tensor subclasses, lazy results)", node, source
+            )
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             if (
@@ -177,6 +209,15 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     node,
                     source,
                 )
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "torch"
+            and node.attr not in ALLOWED_TORCH_ATTRS
+        ):
+            return _fail(
+                "forbidden_construct", f"torch.{node.attr} is not available to candidates", node, source
+            )
         if isinstance(node, ast.Attribute | ast.Name):
             text = _dotted(node)
             for construct in forbid:

@@ -32,12 +32,17 @@ from tools.guard import (
     watched_threads,
 )
 from tools.results import merge_launch_resources
+from tools.sandbox import install_audit_hook
 from tools.task import Task, import_file, load_task, torch_dtype
 from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
 
 # Hopper/Ampere-class per-SM limits; the device's own values are read when a GPU is present.
 REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
+
+
+# Marks a failure of the task's own code (reference, make_inputs), not of the candidate.
+TASK_ERROR = {"task_error": True}
 
 
 class StageFailure(Exception):
@@ -112,12 +117,19 @@ def _inputs(task: Task, shape: dict, dtype: str, device: str, seed: int) -> tupl
         made = task.make_inputs(dict(shape), torch_dtype(dtype), device, seed)
     except Exception as exc:
         raise StageFailure(
-            "correctness", "runtime_error", f"make_inputs failed for {shape}: {exc}", _tb(exc)
+            "correctness",
+            "runtime_error",
+            f"the task's make_inputs failed for {shape}: {exc}",
+            _tb(exc),
+            details=TASK_ERROR,
         ) from None
     made = as_tuple(made)
     if not made or not all(isinstance(t, torch.Tensor) for t in made):
         raise StageFailure(
-            "correctness", "runtime_error", f"make_inputs({shape}) must return a tuple of tensors"
+            "correctness",
+            "runtime_error",
+            f"the task's make_inputs({shape}) must return a tuple of tensors",
+            details=TASK_ERROR,
         )
     return made
 
@@ -128,7 +140,11 @@ def _reference(task: Task, inputs: tuple, shape: dict) -> tuple:
             out = task.reference(*[t.clone() for t in inputs])
     except Exception as exc:
         raise StageFailure(
-            "correctness", "runtime_error", f"the reference raised at {shape}: {exc}", _tb(exc)
+            "correctness",
+            "runtime_error",
+            f"the task's reference raised at {shape}: {exc}",
+            _tb(exc),
+            details=TASK_ERROR,
         ) from None
     return tuple(t.detach() for t in as_tuple(out))
 
@@ -218,12 +234,19 @@ def _resources(kernels: list[dict]) -> dict:
 
 
 def correctness_stage(
-    task: Task, module: Any, recorder: LaunchRecorder, config: dict, device: str, seeds: int
+    task: Task,
+    module: Any,
+    recorder: LaunchRecorder,
+    config: dict,
+    device: str,
+    seeds: int,
+    hidden: list[dict] | None = None,
 ) -> int:
-    """Every shape and check shape, several seeds: poisoned outputs, inputs unchanged, a second call
-    identical to the first, fresh values in the same buffers re-checked. Returns checks run."""
+    """Every shape, check shape and hidden shape, several seeds: poisoned outputs, inputs unchanged, a
+    second call identical to the first, fresh values in the same buffers re-checked. Returns checks run."""
     checks = 0
-    for shape, dtype in task.workload(device) + task.check_workload(device):
+    extra = [(shape, dtype) for shape in hidden or [] for dtype in task.dtypes]
+    for shape, dtype in task.workload(device) + task.check_workload(device) + extra:
         rtol, atol = task.tolerance(dtype)
         for seed in range(seeds):
             where = {"shape": shape, "dtype": dtype, "seed": seed}
@@ -490,8 +513,14 @@ def run_check(job: dict) -> dict:
         module, recorder = load_candidate(Path(job["candidate"]), f"candidate_{job['identity']}")
         limits = device_limits(device)
         result["resources"] = compile_stage(task, module, recorder, job["config"], device, limits)
-        checks = correctness_stage(task, module, recorder, job["config"], device, job.get("seeds", 3))
-        result["details"] = {"checks": checks, "launches": recorder.count()}
+        checks = correctness_stage(
+            task, module, recorder, job["config"], device, job.get("seeds", 3), job.get("hidden_shapes")
+        )
+        result["details"] = {
+            "checks": checks,
+            "launches": recorder.count(),
+            "hidden_shapes": job.get("hidden_shapes", []),
+        }
         if device != "cuda":
             rows, grids = interpreter_timing(task, module, recorder, job["config"])
             result["metrics"] = {"per_shape": rows, "runs": 3}
@@ -563,13 +592,26 @@ def _set_triton_cache(path: str) -> None:
         pass
 
 
+def _enter_sandbox() -> None:
+    """From here on, writes outside the scratch folder, sockets and foreign programs are refused."""
+    import triton  # noqa: F401  (imported before the hook: it sets up its own folders)
+
+    writable = [Path.cwd()]
+    for var in ("TRITON_CACHE_DIR", "TMPDIR"):
+        if os.environ.get(var):
+            writable.append(Path(os.environ[var]))
+    install_audit_hook(writable)
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "check" and len(argv) == 3:
+        _enter_sandbox()
         job = json.loads(Path(argv[1]).read_text())
         result = run_check(job)
         Path(argv[2]).write_text(json.dumps(result, default=str))
         return 0
     if argv == ["serve"]:
+        _enter_sandbox()
         serve()
         return 0
     print("usage: python -m tools.worker check JOB.json OUT.json | serve", file=sys.stderr)

@@ -1,0 +1,133 @@
+"""Reward hacks, sandbox escapes and bad input: each gets the right verdict on CPU, and a correct
+candidate still passes in the same session afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.candidate import Candidate
+from tools.evaluate import EvalSettings, Evaluator, evaluate
+from tools.sandbox import network_isolation
+from tools.task import load_task
+
+HERE = Path(__file__).parent
+TASKS = HERE / "fixtures" / "tasks"
+CHEATS = HERE / "fixtures" / "cheats"
+GOOD = (HERE / "fixtures" / "candidates" / "good.py").read_text()
+CONFIG = {"BLOCK": 128, "num_warps": 4}
+
+# cheat file -> (error_type, stage, a phrase the message must carry)
+EXPECTED = {
+    "returns_input_view": ("forbidden_construct", "correctness", "aliases an input"),
+    "tensor_subclass": ("forbidden_construct", "static", "class definitions"),
+    "try_fallback": ("forbidden_construct", "static", "try/except"),
+    "patches_timer": ("forbidden_construct", "static", ".do_bench"),
+    "downcast": ("mismatch", "correctness", "outside tolerance"),
+    "wrong_output_count": ("mismatch", "correctness", "returned 2 output(s)"),
+    "listed_shapes_only": ("mismatch", "correctness", "differs"),
+    "memory_hog": ("runtime_error", "compile", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict:
+    task = load_task(TASKS / "axpy")
+    names = list(EXPECTED)
+    cands = [Candidate(source=(CHEATS / f"{n}.py").read_text(), config=CONFIG) for n in names]
+    with Evaluator(task, "cpu", EvalSettings(parallel=2, hidden_seed=7)) as evaluator:
+        results = evaluator.evaluate_many([*cands, Candidate(source=GOOD, config=CONFIG)])
+        hidden = evaluator.hidden_shapes
+    return {"hidden": hidden, "good_after": results[-1], **dict(zip(names, results, strict=False))}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_cheat_gets_its_verdict(verdicts, name):
+    error_type, stage, phrase = EXPECTED[name]
+    r = verdicts[name]
+    assert (r.error_type, r.stage) == (error_type, stage), r.message
+    assert phrase in r.message
+
+
+def test_benchmark_shape_specialization_is_caught_by_a_hidden_shape(verdicts):
+    r = verdicts["listed_shapes_only"]
+    hidden = verdicts["hidden"]
+    assert hidden and all(s not in ({"M": 4, "N": 300}, {"M": 1, "N": 1}, {"M": 3, "N": 257}) for s in hidden)
+    assert r.details["shape"] in hidden  # only the shape nobody listed exposed it
+
+
+def test_correct_candidate_still_passes_after_the_cheats(verdicts):
+    assert verdicts["good_after"].verdict == "pass"
+    assert verdicts["good_after"].details["hidden_shapes"] == verdicts["hidden"]
+
+
+def test_degenerate_output_cannot_hide_under_absolute_tolerance():
+    r = evaluate(TASKS / "tiny_scale", (CHEATS / "zeros_output.py").read_text(), CONFIG, device="cpu")
+    assert r.error_type == "mismatch"
+    assert "relative error" in r.message
+    baseline = evaluate(
+        TASKS / "tiny_scale", (TASKS / "tiny_scale" / "baseline.py").read_text(), CONFIG, device="cpu"
+    )
+    assert baseline.error_type == "mismatch"  # the fixture's baseline computes axpy, not the scale
+
+
+def test_write_outside_scratch_is_stopped_at_run_time(tmp_path):
+    target = Path("/tmp/ka_escape_test.txt")
+    target.unlink(missing_ok=True)
+    settings = EvalSettings(static_checks=False, workdir=str(tmp_path))
+    r = evaluate(
+        TASKS / "axpy", (CHEATS / "writes_outside.py").read_text(), CONFIG, device="cpu", settings=settings
+    )
+    assert r.error_type == "forbidden_construct"
+    assert "outside the scratch folder" in r.message
+    assert not target.exists()
+
+
+def test_network_is_stopped_at_run_time(tmp_path):
+    settings = EvalSettings(static_checks=False, workdir=str(tmp_path))
+    r = evaluate(
+        TASKS / "axpy", (CHEATS / "opens_socket.py").read_text(), CONFIG, device="cpu", settings=settings
+    )
+    assert r.error_type == "forbidden_construct"
+    assert "network access refused" in r.message
+
+
+def test_static_checks_stop_both_escapes_first():
+    for name in ("writes_outside", "opens_socket"):
+        r = evaluate(TASKS / "axpy", (CHEATS / f"{name}.py").read_text(), CONFIG, device="cpu")
+        assert (r.stage, r.error_type) == ("static", "forbidden_construct"), name
+
+
+def test_worker_network_namespace_when_the_machine_allows_it():
+    prefix = network_isolation()
+    if not prefix:
+        pytest.skip("unshare --net is refused on this machine; the audit hook alone guards sockets")
+    out = subprocess.run(
+        [*prefix, sys.executable, "-c", "import socket; print(socket.if_nameindex())"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "eth" not in out.stdout  # only the loopback device exists
+
+
+def test_reference_that_raises_is_a_task_error_with_exit_2():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.evaluate",
+            str(TASKS / "broken_reference"),
+            str(TASKS / "broken_reference" / "baseline.py"),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        timeout=300,
+    )
+    assert out.returncode == 2
+    assert "reference raised" in out.stderr and "not implemented for this layout" in out.stderr

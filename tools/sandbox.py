@@ -1,0 +1,173 @@
+"""The sandbox a worker process runs candidate code in.
+
+Outside the process (set up by the evaluator): a scratch working directory, TMPDIR inside it, a fresh
+network namespace with no interfaces up (``unshare --net``) where the machine allows one, resource
+limits (core dumps off, open files, CPU seconds, address space on CPU runs), its own process group.
+
+Inside the process (``install_audit_hook``): a Python audit hook, which cannot be removed once added,
+refuses writes outside the writable folders, sockets, and subprocesses other than the compiler tools
+Triton itself runs (ptxas, the C compiler for its launcher). It backs up the static checks and the
+import guard: a candidate that slips past them is still stopped before the write or the connection.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tools.guard import ForbiddenOperation
+
+# Programs Triton runs while compiling (ptxas and friends; a C compiler builds its launcher module).
+ALLOWED_PROGRAMS = frozenset(
+    {
+        "ptxas",
+        "ptxas-blackwell",
+        "nvdisasm",
+        "cuobjdump",
+        "nvlink",
+        "fatbinary",
+        "cc",
+        "gcc",
+        "g++",
+        "clang",
+        "clang++",
+        "ld",
+        "as",
+        "ldconfig",
+        "ldconfig.real",
+        "uname",
+    }
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_SOCKET_EVENTS = frozenset(
+    {
+        "socket.__new__",
+        "socket.connect",
+        "socket.bind",
+        "socket.getaddrinfo",
+        "socket.sendto",
+        "socket.sendmsg",
+    }
+)
+_PROCESS_EVENTS = frozenset(
+    {
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+        "os.spawn",
+        "os.startfile",
+    }
+)
+_PATH_EVENTS = frozenset(
+    {
+        "os.remove",
+        "os.rmdir",
+        "os.rename",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+        "shutil.move",
+    }
+)
+
+
+class SandboxViolation(ForbiddenOperation):
+    """The candidate tried to leave its sandbox (error_type forbidden_construct)."""
+
+
+def install_audit_hook(writable: list[Path]) -> None:
+    roots = [str(Path(p).resolve()) for p in writable]
+
+    def inside(path: object) -> bool:
+        if isinstance(path, int):  # an already-open file descriptor
+            return True
+        try:
+            resolved = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        return any(resolved == r or resolved.startswith(r + os.sep) for r in roots) or resolved == os.devnull
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS
+            )
+            if writes and path is not None and not inside(path):
+                raise SandboxViolation(f"sandbox: write to {path} outside the scratch folder refused")
+        elif event in _SOCKET_EVENTS:
+            raise SandboxViolation("sandbox: network access refused")
+        elif event == "subprocess.Popen":
+            program = os.path.basename(os.fsdecode(args[0])) if args[0] else ""
+            if program not in ALLOWED_PROGRAMS:
+                raise SandboxViolation(f"sandbox: starting {program or args[1]!r} refused")
+        elif event in _PROCESS_EVENTS:
+            raise SandboxViolation(f"sandbox: {event} refused")
+        elif (
+            event in _PATH_EVENTS
+            and args
+            and not all(inside(a) for a in args[:2] if isinstance(a, str | bytes))
+        ):
+            raise SandboxViolation(f"sandbox: {event} outside the scratch folder refused")
+
+    sys.addaudithook(hook)
+
+
+@functools.cache
+def network_isolation() -> list[str]:
+    """The command prefix that gives a worker its own empty network namespace, or [] where refused."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return []
+    for prefix in ([unshare, "--net"], [unshare, "--net", "--map-root-user"]):
+        try:
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if probe.returncode == 0:
+            return prefix
+    return []
+
+
+def describe(device: str) -> dict:
+    """What isolates a candidate on this machine (for results and reports)."""
+    return {
+        "process": "own process and process group, killed on timeout",
+        "network": "own empty network namespace (unshare --net)"
+        if network_isolation()
+        else "not isolated by the OS here (unshare refused); sockets refused by the audit hook",
+        "files": "scratch working folder; writes elsewhere refused by the audit hook",
+        "imports": "allow-list enforced statically and at run time",
+        "limits": "core dumps off, open files capped, CPU seconds capped"
+        + (", address space capped" if device == "cpu" else ""),
+    }
+
+
+def limits(max_open_files: int, cpu_seconds: float | None, address_space: int | None) -> Callable[[], None]:
+    """preexec_fn for a worker: new session (process group) and resource limits."""
+
+    def preexec() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        soft = max_open_files if hard == resource.RLIM_INFINITY else min(max_open_files, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        if cpu_seconds:
+            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 5))
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return preexec

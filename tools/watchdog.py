@@ -1,0 +1,281 @@
+"""Performance watchdog: a new best must not be slower than the previous best at any shape, and each
+shape's time should sit on the curve the other shapes draw.
+
+- ``check_regression(new, previous)``: per-shape ratio new/previous; any shape more than
+  ``max_regression`` (3%) slower rejects the new best. Meant for two results re-timed back to back in
+  one process (``Evaluator.retime``), so run-to-run drift cannot hide or fake a regression.
+- ``expected_curve_outliers(per_shape)``: each shape's time against a latency + bandwidth curve
+  (time = t0 + bytes / bandwidth) fitted to the *other* shapes; a shape off the curve by more than
+  ``factor`` is flagged (a config that suits the large shapes may starve the small ones).
+- ``guard_new_best(evaluator, new, previous)``: the graph's hook, re-time both then judge.
+
+Pure functions over EvalResult objects (or their JSON dicts), apart from ``guard_new_best``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.results import EvalResult, ShapeTiming
+
+if TYPE_CHECKING:
+    from tools.candidate import Candidate
+    from tools.evaluate import Evaluator
+
+MAX_REGRESSION = 0.03
+OUTLIER_FACTOR = 1.3
+
+
+class ShapeChange(BaseModel):
+    shape: dict[str, int]
+    dtype: str
+    previous_us: float
+    new_us: float
+    ratio: float = Field(description="new / previous: above 1 is slower")
+
+
+class WatchdogVerdict(BaseModel):
+    accepted: bool
+    reason: str
+    max_regression: float
+    compared: bool = Field(description="both results had timings to compare")
+    same_process: bool = Field(
+        description="both were timed in one process (the copy bandwidth each carries is the same measurement)"
+    )
+    interpreted: bool = Field(description="interpreter wall times: a ranking, not a speed claim")
+    regressions: list[ShapeChange] = []
+    changes: list[ShapeChange] = []
+    geomean_ratio: float | None = None
+
+
+class CurveOutlier(BaseModel):
+    shape: dict[str, int]
+    dtype: str
+    median_us: float
+    expected_us: float
+    ratio: float = Field(description="measured / expected")
+    direction: Literal["slow", "fast"]
+    size: float = Field(description="bytes moved (or elements when no bandwidth was measured)")
+    basis: Literal["bytes", "elements"]
+
+
+def _key(row: ShapeTiming) -> tuple[str, str]:
+    return json.dumps(row.shape, sort_keys=True), row.dtype
+
+
+def _as_result(value: EvalResult | dict) -> EvalResult:
+    return value if isinstance(value, EvalResult) else EvalResult.model_validate(value)
+
+
+def _geomean(values: Iterable[float]) -> float | None:
+    values = [v for v in values if v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def check_regression(
+    new: EvalResult | dict, previous: EvalResult | dict, max_regression: float = MAX_REGRESSION
+) -> WatchdogVerdict:
+    """Accept ``new`` only if no shape is more than ``max_regression`` slower than in ``previous``.
+
+    A new result that failed (or lacks a shape the previous one timed) is rejected. A previous result
+    that failed its re-time leaves nothing to compare against: the new one is accepted, ``compared``
+    False, and the reason says so."""
+    new, previous = _as_result(new), _as_result(previous)
+    same = (
+        new.metrics.copy_gbps is not None
+        and new.metrics.copy_gbps == previous.metrics.copy_gbps
+        and not new.device.interpreted
+    )
+    base = {
+        "max_regression": max_regression,
+        "same_process": same,
+        "interpreted": new.device.interpreted or previous.device.interpreted,
+    }
+    if not new.passed:
+        return WatchdogVerdict(
+            accepted=False,
+            compared=False,
+            reason=f"the new best failed its re-time: {new.error_type}: {new.message}",
+            **base,
+        )
+    if not previous.passed or not previous.metrics.per_shape:
+        why = f"{previous.error_type}: {previous.message}" if not previous.passed else "no timings"
+        return WatchdogVerdict(
+            accepted=True,
+            compared=False,
+            reason=f"the previous best could not be re-timed ({why}); nothing to compare against",
+            **base,
+        )
+    timed = {_key(r): r for r in new.metrics.per_shape}
+    missing = [r for r in previous.metrics.per_shape if _key(r) not in timed]
+    if missing:
+        return WatchdogVerdict(
+            accepted=False,
+            compared=False,
+            reason=f"the new best has no timing at {missing[0].shape} {missing[0].dtype}",
+            **base,
+        )
+    changes = [
+        ShapeChange(
+            shape=p.shape,
+            dtype=p.dtype,
+            previous_us=p.median_us,
+            new_us=timed[_key(p)].median_us,
+            ratio=timed[_key(p)].median_us / p.median_us,
+        )
+        for p in previous.metrics.per_shape
+    ]
+    regressions = sorted((c for c in changes if c.ratio > 1 + max_regression), key=lambda c: -c.ratio)
+    geomean_ratio = _geomean(c.ratio for c in changes)
+    if regressions:
+        worst = regressions[0]
+        reason = (
+            f"{len(regressions)} shape(s) slower than the previous best by more than "
+            f"{100 * max_regression:g}%; worst {worst.shape} {worst.dtype}: {worst.previous_us:.2f} -> "
+            f"{worst.new_us:.2f} us (+{100 * (worst.ratio - 1):.1f}%)"
+        )
+    else:
+        reason = (
+            f"no shape slower by more than {100 * max_regression:g}% "
+            f"(geomean {100 * ((geomean_ratio or 1) - 1):+.1f}%)"
+        )
+    return WatchdogVerdict(
+        accepted=not regressions,
+        compared=True,
+        reason=reason,
+        regressions=regressions,
+        changes=changes,
+        geomean_ratio=geomean_ratio,
+        **base,
+    )
+
+
+# -- the expected curve ------------------------------------------------------------------------------
+def _size(row: ShapeTiming) -> tuple[float, str]:
+    if row.gbps:
+        return row.gbps * 1e9 * row.median_us * 1e-6, "bytes"
+    return float(math.prod(row.shape.values())), "elements"
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(t0, seconds per unit) of time = t0 + k * size, least squares on relative error, t0, k >= 0."""
+    w = [1 / t**2 for _, t in points]
+
+    def sse(t0: float, k: float) -> float:
+        return sum(wi * (t0 + k * s - t) ** 2 for wi, (s, t) in zip(w, points, strict=True))
+
+    sw = sum(w)
+    sx = sum(wi * s for wi, (s, _) in zip(w, points, strict=True))
+    sy = sum(wi * t for wi, (_, t) in zip(w, points, strict=True))
+    sxx = sum(wi * s * s for wi, (s, _) in zip(w, points, strict=True))
+    sxy = sum(wi * s * t for wi, (s, t) in zip(w, points, strict=True))
+    det = sw * sxx - sx * sx
+    fits = []
+    if det > 0:
+        k = (sw * sxy - sx * sy) / det
+        t0 = (sy - k * sx) / sw
+        if t0 >= 0 and k >= 0:
+            fits.append((t0, k))
+    fits.append((sy / sw, 0.0))  # latency only
+    if sxx > 0:
+        fits.append((0.0, sxy / sxx))  # bandwidth only
+    return min(fits, key=lambda f: sse(*f))
+
+
+def expected_curve_outliers(
+    per_shape: Iterable[ShapeTiming | dict], factor: float = OUTLIER_FACTOR, min_points: int = 3
+) -> list[CurveOutlier]:
+    """Shapes whose time is off the curve the other shapes draw by more than ``factor`` either way.
+
+    Problem size is the bytes moved (GB/s x time) when the bandwidth was measured, else the element
+    count. Each shape is judged against a fit that leaves it out; with fewer than ``min_points`` other
+    shapes nothing is flagged."""
+    rows = [r if isinstance(r, ShapeTiming) else ShapeTiming.model_validate(r) for r in per_shape]
+    rows = [r for r in rows if r.median_us > 0]
+    sized = [(r, *_size(r)) for r in rows]
+    if len({basis for _, _, basis in sized}) > 1:  # mixed: compare like with like
+        sized = [(r, float(math.prod(r.shape.values())), "elements") for r in rows]
+    outliers = []
+    for i, (row, size, basis) in enumerate(sized):
+        others = [(s, r.median_us) for j, (r, s, _) in enumerate(sized) if j != i]
+        if len(others) < min_points:
+            continue
+        t0, k = _fit(others)
+        expected = t0 + k * size
+        if expected <= 0:
+            continue
+        ratio = row.median_us / expected
+        if ratio > factor or ratio < 1 / factor:
+            outliers.append(
+                CurveOutlier(
+                    shape=row.shape,
+                    dtype=row.dtype,
+                    median_us=row.median_us,
+                    expected_us=expected,
+                    ratio=ratio,
+                    direction="slow" if ratio > 1 else "fast",
+                    size=size,
+                    basis=basis,
+                )
+            )
+    return outliers
+
+
+def render_markdown(verdict: WatchdogVerdict | None, outliers: list[CurveOutlier]) -> str:
+    """A report section: the re-time verdict and the shapes off the expected curve."""
+    lines = ["## Watchdog", ""]
+    if verdict is not None:
+        where = "same process" if verdict.same_process else "separate measurements"
+        lines.append(
+            f"- re-time against the previous best ({where}): "
+            f"{'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}"
+        )
+        for c in verdict.regressions:
+            lines.append(
+                f"  - {c.shape} {c.dtype}: {c.previous_us:.2f} -> {c.new_us:.2f} us (+{100 * (c.ratio - 1):.1f}%)"
+            )
+    if outliers:
+        lines.append("- shapes off the expected curve (time = latency + size / bandwidth from the other shapes):")
+        for o in outliers:
+            lines.append(
+                f"  - {o.shape} {o.dtype}: {o.median_us:.2f} us, expected {o.expected_us:.2f} us "
+                f"({o.ratio:.2f}x, {o.direction})"
+            )
+    else:
+        lines.append("- every shape is on the expected curve")
+    return "\n".join(lines) + "\n"
+
+
+def guard_new_best(
+    evaluator: Evaluator, new: Candidate, previous: Candidate, max_regression: float = MAX_REGRESSION
+) -> WatchdogVerdict:
+    """Re-time ``previous`` and ``new`` back to back in one process and judge ``new``.
+
+    On the CPU (interpreter) there is nothing to re-time: accepted, ``compared`` False."""
+    if evaluator.device != "cuda":
+        return WatchdogVerdict(
+            accepted=True,
+            compared=False,
+            same_process=False,
+            interpreted=True,
+            max_regression=max_regression,
+            reason="interpreted timings: no same-process re-time on the CPU",
+        )
+    previous_result, new_result = evaluator.retime([previous, new])
+    return check_regression(new_result, previous_result, max_regression)
+
+
+__all__ = [
+    "CurveOutlier",
+    "ShapeChange",
+    "WatchdogVerdict",
+    "check_regression",
+    "expected_curve_outliers",
+    "guard_new_best",
+    "render_markdown",
+]
