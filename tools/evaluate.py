@@ -336,6 +336,7 @@ class Evaluator:
         elapsed = time.perf_counter() - started
         final = [r for r in results if r is not None]
         for r in final:
+            r.sandbox = self.sandbox
             r.seconds = r.seconds or elapsed / max(len(final), 1)
         return final
 

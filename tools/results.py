@@ -67,6 +67,7 @@ class EvalResult(BaseModel):
     device: DeviceInfo = DeviceInfo()
     identity: str = ""
     seconds: float = 0.0
+    sandbox: dict[str, str] = Field(default_factory=dict, description="what isolated the candidate here")
 
     @property
     def passed(self) -> bool:

@@ -566,6 +566,124 @@ def _failure(failure: StageFailure) -> dict:
     }
 
 
+def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
+    """Several already-checked candidates timed back to back in this process (job kind "compare").
+
+    Per shape every candidate is captured once, then the repeats alternate between them (the order
+    reversed every other repeat), so clock and thermal drift fall on all alike. Each entry of
+    ``results`` has the fields of a timing job's result; a candidate that fails fails alone."""
+    import triton.testing
+
+    from tools.timing import _captured
+
+    entries = job["candidates"]
+    results: list[dict[str, Any]] = [{} for _ in entries]
+    loaded: dict[int, tuple[Any, LaunchRecorder]] = {}
+    rows: dict[int, list[dict]] = {i: [] for i in range(len(entries))}
+    grids: dict[int, list[dict]] = {i: [] for i in range(len(entries))}
+
+    def fail(i: int, exc: BaseException) -> None:
+        failure = exc if isinstance(exc, StageFailure) else _classify_exception(exc, "timing")
+        results[i] = _failure(failure)
+        loaded.pop(i, None)
+
+    try:
+        task = load_task(job["task"])
+        for i, entry in enumerate(entries):
+            try:
+                loaded[i] = load_candidate(Path(entry["candidate"]), f"compared_{i}_{time.time_ns()}")
+            except Exception as exc:
+                fail(i, exc)
+        copy_gbps = copy_bandwidth_gbps(settings)
+        for shape, dtype in task.workload("cuda"):
+            inputs = _inputs(task, shape, dtype, "cuda", seed=0)
+            expected = _reference(task, inputs, shape)
+            targets: dict[int, tuple[Any, str, int, list[int]]] = {}
+            for i, (module, recorder) in list(loaded.items()):
+                calls = [0]
+
+                def fn(module: Any = module, config: dict = entries[i]["config"], calls: list = calls) -> Any:
+                    calls[0] += 1
+                    return module.launch(*inputs, **config)
+
+                try:
+                    target, method = _captured(fn)
+                except Exception as exc:
+                    fail(i, exc)
+                    continue
+                targets[i] = (target, method, recorder.count(), calls)
+            samples: dict[int, list[float]] = {i: [] for i in targets}
+            for r in range(max(settings.repeats, 3)):
+                for i in targets if r % 2 == 0 else list(targets)[::-1]:
+                    if i not in loaded:
+                        continue
+                    try:
+                        ms = triton.testing.do_bench(
+                            targets[i][0], warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median"
+                        )
+                    except Exception as exc:
+                        fail(i, exc)
+                        continue
+                    samples[i].append(ms * 1000.0)
+            for i, (_, method, count_before, calls) in targets.items():
+                if i not in loaded:
+                    continue
+                module, recorder = loaded[i]
+                config = entries[i]["config"]
+                try:
+                    if recorder.count() - count_before < calls[0]:
+                        raise StageFailure(
+                            "timing", "no_kernel_launched", "launch() skipped kernel launches while being timed"
+                        )
+                    mark = recorder.count()
+                    out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
+                    grids[i].extend(_grids(recorder, mark, shape, config))
+                    rtol, atol = task.tolerance(dtype)
+                    if _first_problem(out, expected, inputs, rtol, atol) is not None:
+                        raise StageFailure(
+                            "timing", "stale_output", f"the result after timing is wrong at {shape}"
+                        )
+                except Exception as exc:
+                    fail(i, exc)
+                    continue
+                median, low = sorted(samples[i])[len(samples[i]) // 2], min(samples[i])
+                gbps = bytes_moved(task, inputs, out) / (median * 1e-6) / 1e9
+                rows[i].append(
+                    {
+                        "shape": shape,
+                        "dtype": dtype,
+                        "median_us": median,
+                        "min_us": low,
+                        "spread": median / low if low > 0 else float("inf"),
+                        "gbps": gbps,
+                        "roofline_pct": 100 * gbps / copy_gbps,
+                        "method": method,
+                    }
+                )
+            del inputs, expected
+        for i in loaded:
+            metrics = {"per_shape": rows[i], "copy_gbps": copy_gbps, "runs": max(settings.repeats, 3)}
+            results[i] = {"verdict": "pass", "stage": "timing", "metrics": metrics, "grids": grids[i]}
+    except Exception as exc:  # the task itself or the device: every candidate still open fails with it
+        for i in list(loaded):
+            fail(i, exc)
+    result: dict[str, Any] = {
+        "verdict": "pass" if all(r.get("verdict") == "pass" for r in results) else "fail",
+        "stage": "timing",
+        "results": results,
+        "device": device_info("cuda"),
+    }
+    if any(r.get("error_type") == "runtime_error" for r in results):
+        result["error_type"] = "runtime_error"  # the server restarts: CUDA may be sticky
+    changed = tampered(snapshot)
+    if changed:
+        broken = _failure(
+            StageFailure("timing", "forbidden_construct", f"a candidate patched {', '.join(changed)}")
+        )
+        result.update(broken, results=[broken for _ in entries], tampered=True)
+    return result
+
+
 def serve() -> None:
     """Timing server: one JSON job per stdin line; answers 'done <out path>' on stdout."""
     snapshot = tamper_snapshot()
@@ -576,7 +694,8 @@ def serve() -> None:
         os.environ["TRITON_CACHE_DIR"] = job["triton_cache"]
         _set_triton_cache(job["triton_cache"])
         settings = TimingSettings(**job.get("timing", {}))
-        result = run_timing(job, settings, snapshot)
+        compare = job.get("kind") == "compare"
+        result = (run_compare if compare else run_timing)(job, settings, snapshot)
         Path(job["out"]).write_text(json.dumps(result, default=str))
         print(f"done {job['out']}", flush=True)
         if result.get("tampered") or result.get("error_type") in {"runtime_error"}:
