@@ -343,6 +343,47 @@ class Evaluator:
     def evaluate(self, cand: Candidate, baseline: EvalResult | None = None) -> EvalResult:
         return self.evaluate_many([cand], baseline)[0]
 
+    def retime(self, candidates: list[Candidate]) -> list[EvalResult]:
+        """Time candidates that already passed back to back in one timing-server job (same process,
+        repeats interleaved), for comparisons free of run-to-run drift. GPU only.
+
+        Each result carries timings only (static and correctness are not repeated) and is judged for
+        unstable or suspicious timing like any other."""
+        if self.device != "cuda":
+            raise RuntimeError("re-timing in one process needs a GPU: interpreted timings only rank")
+        scratch = self.root / f"retime-{time.time_ns()}"
+        (scratch / "triton_cache").mkdir(parents=True)
+        entries = []
+        for i, cand in enumerate(candidates):
+            path = scratch / f"candidate_{i}.py"
+            path.write_text(cand.source)
+            entries.append({"candidate": str(path), "config": cand.config, "identity": cand.identity})
+        job = {
+            "kind": "compare",
+            "task": str(self.task.folder),
+            "identity": "compare",
+            "candidates": entries,
+            "triton_cache": str(scratch / "triton_cache"),
+            "out": str(scratch / "timing.json"),
+            "timing": asdict(self.settings.timing),
+        }
+        if self._server is None:
+            self._server = TimingServer(self.settings, self.root)
+        timed = self._server.time(job)
+        fields = EvalResult.model_fields
+        results = []
+        for i, cand in enumerate(candidates):
+            entry = (timed.get("results") or [timed] * len(candidates))[i]
+            data = {k: v for k, v in entry.items() if k in fields and k != "metrics"}
+            result = EvalResult.model_validate({**data, "device": timed.get("device", {})})
+            result.identity = cand.identity
+            if result.passed:
+                result.metrics = result.metrics.model_validate(entry["metrics"])
+                result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+                result = self._judge_timing(result, None)
+            results.append(result)
+        return results
+
     # -- merging ------------------------------------------------------------------------------
     def _finish(
         self, cand: Candidate, checked: dict, timed: dict | None, baseline: EvalResult | None

@@ -2,8 +2,9 @@
 shape's time should sit on the curve the other shapes draw.
 
 - ``check_regression(new, previous)``: per-shape ratio new/previous; any shape more than
-  ``max_regression`` (3%) slower rejects the new best. Meant for two results re-timed back to back in
-  one process (``Evaluator.retime``), so run-to-run drift cannot hide or fake a regression.
+  ``max_regression`` (3%) slower, in its median and in its best repeat alike, rejects the new best
+  (noise moves one of the two, a real slowdown moves both). Meant for two results re-timed back to
+  back in one process (``Evaluator.retime``), so run-to-run drift cannot hide or fake a regression.
 - ``expected_curve_outliers(per_shape)``: each shape's time against a latency + bandwidth curve
   (time = t0 + bytes / bandwidth) fitted to the *other* shapes; a shape off the curve by more than
   ``factor`` is flagged (a config that suits the large shapes may starve the small ones).
@@ -36,7 +37,8 @@ class ShapeChange(BaseModel):
     dtype: str
     previous_us: float
     new_us: float
-    ratio: float = Field(description="new / previous: above 1 is slower")
+    ratio: float = Field(description="new / previous median: above 1 is slower")
+    min_ratio: float = Field(description="new / previous best repeat")
 
 
 class WatchdogVerdict(BaseModel):
@@ -80,7 +82,8 @@ def _geomean(values: Iterable[float]) -> float | None:
 def check_regression(
     new: EvalResult | dict, previous: EvalResult | dict, max_regression: float = MAX_REGRESSION
 ) -> WatchdogVerdict:
-    """Accept ``new`` only if no shape is more than ``max_regression`` slower than in ``previous``.
+    """Accept ``new`` only if no shape is more than ``max_regression`` slower than in ``previous``,
+    in the median and the best repeat alike.
 
     A new result that failed (or lacks a shape the previous one timed) is rejected. A previous result
     that failed its re-time leaves nothing to compare against: the new one is accepted, ``compared``
@@ -127,10 +130,12 @@ def check_regression(
             previous_us=p.median_us,
             new_us=timed[_key(p)].median_us,
             ratio=timed[_key(p)].median_us / p.median_us,
+            min_ratio=timed[_key(p)].min_us / p.min_us if p.min_us > 0 else math.inf,
         )
         for p in previous.metrics.per_shape
     ]
-    regressions = sorted((c for c in changes if c.ratio > 1 + max_regression), key=lambda c: -c.ratio)
+    slower = [c for c in changes if min(c.ratio, c.min_ratio) > 1 + max_regression]
+    regressions = sorted(slower, key=lambda c: -c.ratio)
     geomean_ratio = _geomean(c.ratio for c in changes)
     if regressions:
         worst = regressions[0]
@@ -193,24 +198,38 @@ def expected_curve_outliers(
     """Shapes whose time is off the curve the other shapes draw by more than ``factor`` either way.
 
     Problem size is the bytes moved (GB/s x time) when the bandwidth was measured, else the element
-    count. Each shape is judged against a fit that leaves it out; with fewer than ``min_points`` other
-    shapes nothing is flagged."""
+    count. Each shape is judged against a fit that leaves it out. The worst shape beyond ``factor`` is
+    set aside and the rest judged again without it, so one bad shape cannot drag the curve off its
+    neighbours. Fewer than ``min_points`` shapes to fit from flag nothing."""
     rows = [r if isinstance(r, ShapeTiming) else ShapeTiming.model_validate(r) for r in per_shape]
     rows = [r for r in rows if r.median_us > 0]
     sized = [(r, *_size(r)) for r in rows]
     if len({basis for _, _, basis in sized}) > 1:  # mixed: compare like with like
         sized = [(r, float(math.prod(r.shape.values())), "elements") for r in rows]
+    points = [(size, r.median_us) for r, size, _ in sized]
+    aside: dict[int, float] = {}  # index -> expected time from the shapes still on the curve
+    while True:
+        kept = [i for i in range(len(points)) if i not in aside]
+        if len(kept) - 1 < min_points:
+            break
+        worst, worst_expected, worst_off = None, 0.0, math.log(factor)
+        for i in kept:
+            t0, k = _fit([points[j] for j in kept if j != i])
+            expected = t0 + k * points[i][0]
+            off = abs(math.log(points[i][1] / expected)) if expected > 0 else 0.0
+            if off > worst_off:
+                worst, worst_expected, worst_off = i, expected, off
+        if worst is None:
+            break
+        aside[worst] = worst_expected
+    if aside:  # judged against the final curve, fitted without any of them
+        t0, k = _fit([points[j] for j in range(len(points)) if j not in aside])
+        aside = {i: t0 + k * points[i][0] for i in aside}
     outliers = []
-    for i, (row, size, basis) in enumerate(sized):
-        others = [(s, r.median_us) for j, (r, s, _) in enumerate(sized) if j != i]
-        if len(others) < min_points:
-            continue
-        t0, k = _fit(others)
-        expected = t0 + k * size
-        if expected <= 0:
-            continue
+    for i, expected in sorted(aside.items()):
+        row, size, basis = sized[i]
         ratio = row.median_us / expected
-        if ratio > factor or ratio < 1 / factor:
+        if expected > 0 and (ratio > factor or ratio < 1 / factor):
             outliers.append(
                 CurveOutlier(
                     shape=row.shape,
@@ -240,7 +259,9 @@ def render_markdown(verdict: WatchdogVerdict | None, outliers: list[CurveOutlier
                 f"  - {c.shape} {c.dtype}: {c.previous_us:.2f} -> {c.new_us:.2f} us (+{100 * (c.ratio - 1):.1f}%)"
             )
     if outliers:
-        lines.append("- shapes off the expected curve (time = latency + size / bandwidth from the other shapes):")
+        lines.append(
+            "- shapes off the expected curve (time = latency + size / bandwidth from the other shapes):"
+        )
         for o in outliers:
             lines.append(
                 f"  - {o.shape} {o.dtype}: {o.median_us:.2f} us, expected {o.expected_us:.2f} us "

@@ -602,16 +602,22 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
             for i, (module, recorder) in list(loaded.items()):
                 calls = [0]
 
-                def fn(module: Any = module, config: dict = entries[i]["config"], calls: list = calls) -> Any:
+                def fn(
+                    module: Any = module,
+                    args: tuple = inputs,
+                    config: dict = entries[i]["config"],
+                    calls: list = calls,
+                ) -> Any:
                     calls[0] += 1
-                    return module.launch(*inputs, **config)
+                    return module.launch(*args, **config)
 
+                before = recorder.count()  # the capture's own calls count as launches too
                 try:
                     target, method = _captured(fn)
                 except Exception as exc:
                     fail(i, exc)
                     continue
-                targets[i] = (target, method, recorder.count(), calls)
+                targets[i] = (target, method, before, calls)
             samples: dict[int, list[float]] = {i: [] for i in targets}
             for r in range(max(settings.repeats, 3)):
                 for i in targets if r % 2 == 0 else list(targets)[::-1]:
@@ -619,7 +625,10 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                         continue
                     try:
                         ms = triton.testing.do_bench(
-                            targets[i][0], warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median"
+                            targets[i][0],
+                            warmup=settings.warmup_ms,
+                            rep=settings.rep_ms,
+                            return_mode="median",
                         )
                     except Exception as exc:
                         fail(i, exc)
@@ -633,7 +642,9 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                 try:
                     if recorder.count() - count_before < calls[0]:
                         raise StageFailure(
-                            "timing", "no_kernel_launched", "launch() skipped kernel launches while being timed"
+                            "timing",
+                            "no_kernel_launched",
+                            "launch() skipped kernel launches while being timed",
                         )
                     mark = recorder.count()
                     out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
