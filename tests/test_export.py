@@ -1,0 +1,151 @@
+"""The exported module: the real evaluator accepts it, and it runs standalone (only torch and triton,
+the project itself unimportable), with its dispatch table picking per shape.
+
+CPU only: kernels run under the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from nodes.records import save_result, write_candidate
+from tools.candidate import Candidate
+from tools.dispatch import TimedCandidate
+from tools.evaluate import EvalSettings, Evaluator, evaluate
+from tools.export import build_export, main
+from tools.task import Task, load_task
+
+REPO = Path(__file__).resolve().parent.parent
+AXPY = REPO / "tests" / "fixtures" / "tasks" / "axpy"
+RMSNORM = REPO / "tasks" / "add_rmsnorm"
+
+# Runs the exported file with the project blocked: only the file's folder, the standard library and
+# site-packages (torch, triton) can be imported from.
+STANDALONE = """
+import importlib.abc, json, sys
+import torch
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"tools", "nodes", "graph", "profiles", "memory", "bench", "tasks"}:
+            raise ImportError(f"{name} is part of the project")
+        return None
+
+sys.meta_path.insert(0, Blocked())
+sys.path.insert(0, sys.argv[1])
+import exported
+
+calls = torch.load(sys.argv[2])
+out, picks = [], []
+for inputs in calls:
+    picks.append(list(exported.choose(*inputs)) if hasattr(exported, "choose") else None)
+    result = exported.launch(*inputs)
+    out.append(result if isinstance(result, tuple) else (result,))
+torch.save(out, sys.argv[3])
+print(json.dumps({"picks": picks, "project_loaded": sorted(m for m in sys.modules if m.split(".")[0] in {"tools", "nodes"})}))
+"""
+
+
+def run_standalone(text: str, task: Task, shapes: list[dict], tmp_path: Path) -> tuple[list, list[tuple]]:
+    """(choose() per call, outputs per call) from the exported module in a fresh, isolated interpreter."""
+    folder = tmp_path / "standalone"
+    folder.mkdir()
+    (folder / "exported.py").write_text(text)
+    calls = [task.make_inputs(dict(s), getattr(torch, task.dtypes[0]), "cpu", 1) for s in shapes]
+    torch.save(calls, tmp_path / "calls.pt")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", STANDALONE, str(folder), str(tmp_path / "calls.pt"), str(tmp_path / "out.pt")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["project_loaded"] == []
+    outs = torch.load(tmp_path / "out.pt")
+    for inputs, got in zip(calls, outs, strict=True):
+        expected = task.reference(*inputs)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        rtol, atol = task.tolerance(task.dtypes[0])
+        for g, e in zip(got, expected, strict=True):
+            torch.testing.assert_close(g.float(), e.float(), rtol=rtol, atol=atol)
+    return report["picks"], outs
+
+
+def test_axpy_exported_from_a_real_run_folder_passes_the_evaluator_and_runs_standalone(tmp_path):
+    task = load_task(AXPY)
+    run_dir = tmp_path / "run"
+    cands = [
+        Candidate(source=task.baseline_source, config={"BLOCK": b, "num_warps": w})
+        for b, w in ((128, 4), (64, 1))
+    ]
+    with Evaluator(task, "cpu", EvalSettings(workdir=str(tmp_path / "eval"))) as evaluator:
+        results = evaluator.evaluate_many(cands)
+    for cand, result in zip(cands, results, strict=True):  # the run folder as the graph writes it
+        assert result.passed, result.message
+        write_candidate(run_dir, cand)
+        save_result(run_dir, cand.identity, result)
+
+    out = tmp_path / "axpy_kernel.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.export", str(AXPY), "--best", str(run_dir), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "single" in done.stdout  # interpreted timings rank; they never justify a table
+    text = out.read_text()
+    fastest = min(zip(cands, results, strict=True), key=lambda cr: cr[1].metrics.geomean_us)[0]
+    assert f"CONFIG = {json.dumps(fastest.config)}" in text and "interpreter wall time" in text
+
+    verdict = evaluate(task, text, fastest.config, device="cpu")
+    assert verdict.passed, (verdict.error_type, verdict.message, verdict.log[-2000:])
+    shapes = [*task.spec.cpu_shapes, *task.spec.check_shapes]
+    picks, _ = run_standalone(text, task, shapes, tmp_path)
+    assert picks == [None] * len(shapes)
+
+
+def test_a_winning_add_rmsnorm_table_over_two_sources_passes_the_evaluator_and_dispatches(tmp_path):
+    """The table decision from explicit per-shape numbers (a fixture, not a measurement), the module from
+    the task's real baseline and multirow sources."""
+    task = load_task(RMSNORM)
+    for name in ("baseline.py", "multirow.py"):
+        (tmp_path / name).write_text(task.source(name))
+
+    def timed(identity: str, module: str, config: dict, us: dict[int, float]) -> TimedCandidate:
+        rows = [{"shape": {"M": m, "N": 256}, "dtype": "bfloat16", "median_us": t, "min_us": t, "spread": 1.0}
+                for m, t in us.items()]  # fmt: skip
+        return TimedCandidate(identity=identity, module=module, config=config, per_shape=rows,
+                              source_path=str(tmp_path / module))  # fmt: skip
+
+    one_row = timed("a1", "multirow.py", {"ROWS": 1, "num_warps": 4}, {1: 5.0, 4: 9.0, 16: 30.0})
+    two_rows = timed("b2", "baseline.py", {"ROWS": 2, "num_warps": 4}, {1: 6.0, 4: 6.0, 16: 28.0})
+    four_rows = timed("c4", "multirow.py", {"ROWS": 4, "num_warps": 8}, {1: 7.0, 4: 8.0, 16: 15.0})
+    text, summary, report = build_export(task, [one_row, two_rows, four_rows], device="a test fixture")
+    assert report.table_wins and summary.dispatch == "table"
+    assert summary.sources == ["baseline.py", "multirow.py"]
+    assert [b.choice.identity for b in report.table] == ["a1", "b2", "c4"]
+
+    # A candidate of the task like any other: the evaluator runs it with the single config.
+    verdict = evaluate(task, text, summary.config, device="cpu", module=summary.module)
+    assert verdict.passed, (verdict.error_type, verdict.message, verdict.log[-2000:])
+
+    # Standalone, without a config: the nearest row (log2 distance over M) picks source and config.
+    shapes = [{"M": 1, "N": 256}, {"M": 5, "N": 1000}, {"M": 9, "N": 4097}, {"M": 17, "N": 96}]
+    picks, _ = run_standalone(text, task, shapes, tmp_path)
+    assert picks == [
+        ["multirow", {"ROWS": 1, "num_warps": 4}],
+        ["baseline", {"ROWS": 2, "num_warps": 4}],
+        ["multirow", {"ROWS": 4, "num_warps": 8}],
+        ["multirow", {"ROWS": 4, "num_warps": 8}],
+    ]
+
+
+def test_a_config_outside_the_search_space_is_refused(tmp_path, capsys):
+    code = main([str(AXPY), "--candidate", str(AXPY / "baseline.py"), "--config", '{"BLOCK": 100, "num_warps": 4}',
+                 "--out", str(tmp_path / "k.py")])  # fmt: skip
+    assert code == 2 and "BLOCK=100" in capsys.readouterr().err and not (tmp_path / "k.py").exists()
