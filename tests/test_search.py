@@ -1,0 +1,135 @@
+"""The search behind the propose role, driven round by round through ExpertProposer.propose with a
+synthetic cost model (no kernels): what tests/test_graph_expert.py does not cover yet.
+
+- a whole multi-round run is deterministic under its seed, failures included;
+- the pruning bound sits at 50% of the baseline's speed, and the setting moves it;
+- a round without improvement doubles the share of random restarts;
+- compile failures are never proposed again nor mutated;
+- variants are one more dimension: an optimum that lives in a variant is found within the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from graph.settings import default_settings
+from nodes.expert import ExpertProposer
+from nodes.roles import AgentContext
+from tools.candidate import candidate_identity
+
+LIMITS = default_settings()["device_limits"]
+SPACE = {"BLOCK": [16, 32, 64, 128, 256, 512, 1024], "num_warps": [1, 2, 4, 8, 16], "ROWS": [1, 2, 4, 8]}
+SPACES = {"baseline.py": SPACE, "split.py": SPACE}  # a variant with the same keys: 2 x 7 x 5 x 4 points
+SOURCES = {"baseline.py": "# row kernel\n", "split.py": "# split kernel\n"}
+OPTIMUM = ("split.py", {"BLOCK": 256, "num_warps": 4, "ROWS": 2})
+START = ("baseline.py", {"BLOCK": 16, "num_warps": 1, "ROWS": 8})
+
+Cost = Callable[[str, dict[str, Any]], float | None]
+
+
+def bowl(module: str, config: dict[str, Any]) -> float | None:
+    """A smooth bowl around OPTIMUM in log2 space; the variant is 30% faster everywhere. Tiles of
+    BLOCK x ROWS >= 4096 elements fail to compile (None)."""
+    if config["BLOCK"] * config["ROWS"] >= 4096:
+        return None
+    target = OPTIMUM[1]
+    dist = sum(math.log2(config[k] / target[k]) ** 2 for k in target)
+    return (10 + 5 * dist) * (0.7 if module == "split.py" else 1.0)
+
+
+def settings(**changes: Any) -> dict[str, Any]:
+    return {**default_settings()["search"], **changes}
+
+
+def record(n: int, rnd: int, module: str, config: dict, us: float | None, origin: str = "expert") -> dict:
+    return {
+        "n": n, "round": rnd, "module": module, "config": config, "origin": origin,
+        "identity": candidate_identity(SOURCES[module], config), "verdict": "pass" if us else "fail",
+        "geomean_us": us, "error_type": None if us else "compile_error",
+    }  # fmt: skip
+
+
+def context(history: list[dict], rnd: int, seed: int, n: int = 8, spaces=SPACES) -> AgentContext:
+    return AgentContext(
+        task_name="synthetic", description="d", search_spaces=spaces, module_sources=SOURCES,
+        history=history, evaluated=[h["identity"] for h in history], round=rnd, n_candidates=n,
+        seed=seed, device_limits=LIMITS,
+    )  # fmt: skip
+
+
+def run(seed: int, rounds: int = 8, n: int = 8, cost: Cost = bowl, search: dict | None = None):
+    """(history, proposals per round) of a whole run: propose, 'evaluate' with the cost model, repeat."""
+    history = [record(0, 0, *START, cost(*START), origin="baseline")]
+    proposer = ExpertProposer(search or settings())
+    rounds_out = []
+    for rnd in range(1, rounds + 1):
+        props = proposer.propose(context(history, rnd, seed, n))
+        rounds_out.append([p.model_dump() for p in props])
+        for p in props:
+            history.append(record(len(history), rnd, p.module, p.config, cost(p.module, p.config)))
+        if any((h["module"], h["config"]) == OPTIMUM for h in history):
+            break
+    return history, rounds_out
+
+
+def parent_of(rationale: str) -> int | None:
+    found = re.match(r"one step from #(\d+)", rationale)
+    return int(found.group(1)) if found else None
+
+
+def test_a_whole_run_is_deterministic_under_its_seed():
+    first, second, other = run(seed=3), run(seed=3), run(seed=4)
+    assert first[1] == second[1]  # every proposal of every round, rationale included
+    assert [h["config"] for h in first[0]] != [h["config"] for h in other[0]]
+
+
+def test_an_optimum_in_a_variant_is_found_within_the_budget():
+    total = sum(math.prod(len(v) for v in s.values()) for s in SPACES.values())
+    for seed in (0, 1, 2):
+        history, rounds = run(seed=seed)
+        found = [h for h in history if (h["module"], h["config"]) == OPTIMUM]
+        assert found, (seed, min((h for h in history if h["geomean_us"]), key=lambda h: h["geomean_us"]))
+        assert len(rounds) <= 8 and len(history) - 1 <= 64 < total / 4
+
+
+def test_compile_failures_are_never_proposed_again_nor_mutated():
+    history, rounds = run(seed=5, rounds=6)
+    failed = {h["n"] for h in history if h["verdict"] == "fail"}
+    assert failed, "the cost model's failing region was never sampled: the test proves nothing"
+    points = [(h["module"], tuple(sorted(h["config"].items()))) for h in history]
+    assert len(points) == len(set(points))  # nothing evaluated twice
+    parents = [parent_of(p["rationale"]) for batch in rounds for p in batch]
+    assert not failed & {p for p in parents if p is not None}
+
+
+def test_the_pruning_bound_sits_at_half_the_baseline_speed():
+    base = record(0, 0, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 100.0, origin="baseline")
+    kept = record(1, 1, "baseline.py", {"BLOCK": 512, "num_warps": 16, "ROWS": 1}, 195.0)  # 51% speed
+    pruned = record(2, 1, "split.py", {"BLOCK": 16, "num_warps": 1, "ROWS": 8}, 205.0)  # 49% speed
+    history = [base, kept, pruned]
+
+    def parents(**search: Any) -> set[int | None]:
+        props = ExpertProposer(settings(restart_fraction=0, **search)).propose(context(history, 2, seed=0))
+        return {parent_of(p.rationale) for p in props}
+
+    assert parents() == {0, 1}
+    assert parents(prune_below_baseline=0.4) == {0, 1, 2}  # a looser bound lets it be mutated
+
+
+def test_a_round_without_improvement_doubles_the_random_restarts():
+    def restarts(round_two_us: float) -> int:
+        history = [
+            record(0, 0, *START, 100.0, origin="baseline"),
+            record(1, 1, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 80.0),
+            record(2, 2, "baseline.py", {"BLOCK": 128, "num_warps": 4, "ROWS": 2}, round_two_us),
+        ]
+        props = ExpertProposer(settings()).propose(context(history, 3, seed=0, n=8))
+        assert len(props) == 8
+        return sum(p.rationale.startswith("random restart") for p in props)
+
+    search = settings()
+    assert restarts(60.0) == math.floor(8 * search["restart_fraction"]) == 2  # still improving
+    assert restarts(80.0) == math.floor(8 * search["plateau_restart_fraction"]) == 4  # a plateau
