@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # One device session: every GPU measurement the repository commits, each part under its own time limit.
 # Usage (repo root, on the GPU box): bash bench/gpu_session.sh OUT_DIR [parts...]
-# parts: evaluator-tests bench throughput softmax ncu-cases ncu-tasks   (default: all)
+# parts: evaluator-tests bench throughput softmax ncu-cases ncu-tasks   (default: these six)
+#   also: watchdog-test                        same-process re-time of two candidates (tests/test_watchdog.py -m gpu)
+#         suite-search-TASK                    bench/suite.py search + export of one task (graph run <= 8 min)
+#         suite-time-TASK                      bench/suite.py timing of one task: best, baseline, eager,
+#                                              torch.compile default + max-autotune (+ SDPA), copy bandwidth
+#   TASK: add_rmsnorm softmax gqa_decode. Suite parts accumulate into OUT/suite (suite.json, suite.md, roofline.png).
 set -u
 OUT=${1:?output folder}; shift
 PARTS=${*:-evaluator-tests bench throughput softmax ncu-cases ncu-tasks}
@@ -19,5 +24,11 @@ for part in $PARTS; do
     softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
     ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;
     ncu-tasks) timeout 300 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only tasks 2>&1 | tail -20 ;;
+    watchdog-test) timeout 200 python3 -m pytest tests/test_watchdog.py -m gpu -q -p no:cacheprovider 2>&1 | tail -15 ;;
+    suite-search-*) timeout 590 python3 bench/suite.py --out "$OUT/suite" --tasks "${part#suite-search-}" \
+                      --stages search,export --minutes 8 --search-timeout 560 2>&1 | tail -5 ;;
+    suite-time-*) timeout 590 python3 bench/suite.py --out "$OUT/suite" --tasks "${part#suite-time-}" \
+                    --stages time --compile default,max-autotune 2>&1 | tail -30 ;;
+    *) echo "unknown part: $part" ;;
   esac
 done

@@ -18,7 +18,7 @@ from nodes.records import save_result, write_candidate
 from tools.candidate import Candidate
 from tools.dispatch import TimedCandidate
 from tools.evaluate import EvalSettings, Evaluator, evaluate
-from tools.export import build_export, main
+from tools.export import build_export, export_to_run, main
 from tools.task import Task, load_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -107,6 +107,12 @@ def test_axpy_exported_from_a_real_run_folder_passes_the_evaluator_and_runs_stan
     shapes = [*task.spec.cpu_shapes, *task.spec.check_shapes]
     picks, _ = run_standalone(text, task, shapes, tmp_path)
     assert picks == [None] * len(shapes)
+
+    # The report-time hook writes the same module into the run folder and says what it chose.
+    exported = export_to_run(task, run_dir)
+    assert exported["path"] == "kernel.py" and (run_dir / "kernel.py").read_text() == text
+    assert exported["dispatch"] == "single" and "one config" in exported["markdown"]
+    assert export_to_run(task, tmp_path / "empty")["path"] is None
 
 
 def test_a_winning_add_rmsnorm_table_over_two_sources_passes_the_evaluator_and_dispatches(tmp_path):

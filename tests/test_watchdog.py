@@ -21,6 +21,7 @@ from tools.watchdog import (
     check_regression,
     expected_curve_outliers,
     guard_new_best,
+    recheck_new_best,
     render_markdown,
 )
 
@@ -128,6 +129,12 @@ def test_too_few_shapes_flag_nothing_and_interpreted_rows_use_the_element_count(
     assert o.shape == {"M": 4, "N": 256} and o.basis == "elements"
 
 
+def test_attempt_records_of_the_graph_are_judged_too():
+    fields = ("shape", "dtype", "median_us", "gbps", "roofline_pct", "method")
+    attempts = [{k: r[k] for k in fields} for r in scaled({8: 1.8})]
+    assert [o.shape for o in expected_curve_outliers(attempts)] == [ROWS[8]["shape"]]
+
+
 def test_the_report_section_names_the_regression_and_the_outlier():
     verdict = check_regression(result(scaled({7: 1.05})), PREVIOUS)
     text = render_markdown(verdict, expected_curve_outliers(scaled({8: 1.8})))
@@ -144,6 +151,8 @@ def test_on_the_cpu_the_guard_accepts_without_a_re_time(tmp_path):
         with pytest.raises(RuntimeError, match="needs a GPU"):
             evaluator.retime([cand, cand])
     assert verdict.accepted and not verdict.compared and verdict.interpreted
+    attempt = {"candidate": "candidates/x.py", "config": cand.config, "module": "baseline.py"}
+    assert recheck_new_best(task, "cpu", tmp_path, attempt, attempt).accepted  # no files read, no re-time
 
 
 # -- on the GPU: two candidates timed back to back in one timing-server process -------------------------

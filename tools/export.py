@@ -23,6 +23,7 @@ import json
 import math
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -295,7 +296,8 @@ def render_module(
     )
     doc = (
         f'"""{task.name}: {description}.\n\n'
-        f"Exported by kernel-agent (python -m tools.export). {note}\n\n"
+        + textwrap.fill(f"Exported by kernel-agent (python -m tools.export). {note}", width=100)
+        + "\n\n"
         f"    from {task.name}_kernel import launch   # or whatever this file is named\n"
         f"{usage}"
         "    outputs = launch(*inputs, **config)    # any config of the search space, on "
@@ -487,6 +489,20 @@ def export_candidate(
         reason="one candidate given",
     )
     return text, summary
+
+
+def export_to_run(task: Task, run_dir: str | Path, filename: str = "kernel.py") -> dict[str, Any]:
+    """Report-time hook: the run's winner as RUN_DIR/kernel.py. Returns what the report shows:
+    {path, dispatch, module, config, reason, markdown (single config vs table)}, or {path: None,
+    reason} when the run has nothing exportable."""
+    from tools.dispatch import render_markdown
+
+    try:
+        text, summary, report = export_run(task, run_dir)
+    except (ExportError, ValueError, OSError) as exc:
+        return {"path": None, "reason": str(exc)}
+    (Path(run_dir) / filename).write_text(text)
+    return {"path": filename, **summary.model_dump(), "markdown": render_markdown(report)}
 
 
 def main(argv: list[str] | None = None) -> int:

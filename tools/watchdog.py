@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,7 +27,8 @@ from tools.results import EvalResult, ShapeTiming
 
 if TYPE_CHECKING:
     from tools.candidate import Candidate
-    from tools.evaluate import Evaluator
+    from tools.evaluate import EvalSettings, Evaluator
+    from tools.task import Task
 
 MAX_REGRESSION = 0.03
 OUTLIER_FACTOR = 1.3
@@ -167,6 +169,11 @@ def _size(row: ShapeTiming) -> tuple[float, str]:
     return float(math.prod(row.shape.values())), "elements"
 
 
+def _row(data: dict) -> ShapeTiming:
+    """A per-shape row from an EvalResult or from the graph's attempt record (which keeps fewer fields)."""
+    return ShapeTiming.model_validate({"min_us": data.get("median_us"), "spread": 1.0, **data})
+
+
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     """(t0, seconds per unit) of time = t0 + k * size, least squares on relative error, t0, k >= 0."""
     w = [1 / t**2 for _, t in points]
@@ -201,7 +208,7 @@ def expected_curve_outliers(
     count. Each shape is judged against a fit that leaves it out. The worst shape beyond ``factor`` is
     set aside and the rest judged again without it, so one bad shape cannot drag the curve off its
     neighbours. Fewer than ``min_points`` shapes to fit from flag nothing."""
-    rows = [r if isinstance(r, ShapeTiming) else ShapeTiming.model_validate(r) for r in per_shape]
+    rows = [r if isinstance(r, ShapeTiming) else _row(r) for r in per_shape]
     rows = [r for r in rows if r.median_us > 0]
     sized = [(r, *_size(r)) for r in rows]
     if len({basis for _, _, basis in sized}) > 1:  # mixed: compare like with like
@@ -272,6 +279,17 @@ def render_markdown(verdict: WatchdogVerdict | None, outliers: list[CurveOutlier
     return "\n".join(lines) + "\n"
 
 
+def _no_retime(max_regression: float) -> WatchdogVerdict:
+    return WatchdogVerdict(
+        accepted=True,
+        compared=False,
+        same_process=False,
+        interpreted=True,
+        max_regression=max_regression,
+        reason="interpreted timings: no same-process re-time on the CPU",
+    )
+
+
 def guard_new_best(
     evaluator: Evaluator, new: Candidate, previous: Candidate, max_regression: float = MAX_REGRESSION
 ) -> WatchdogVerdict:
@@ -279,16 +297,37 @@ def guard_new_best(
 
     On the CPU (interpreter) there is nothing to re-time: accepted, ``compared`` False."""
     if evaluator.device != "cuda":
-        return WatchdogVerdict(
-            accepted=True,
-            compared=False,
-            same_process=False,
-            interpreted=True,
-            max_regression=max_regression,
-            reason="interpreted timings: no same-process re-time on the CPU",
-        )
+        return _no_retime(max_regression)
     previous_result, new_result = evaluator.retime([previous, new])
     return check_regression(new_result, previous_result, max_regression)
+
+
+def recheck_new_best(
+    task: Task,
+    device: str,
+    run_dir: str | Path,
+    new: dict[str, Any],
+    previous: dict[str, Any],
+    max_regression: float = MAX_REGRESSION,
+    settings: EvalSettings | None = None,
+) -> WatchdogVerdict:
+    """The graph's hook after a round found a new best: re-time it against the previous best in one
+    process. ``new``/``previous`` are attempt records (their ``candidate`` file in the run folder,
+    ``config``, ``space_module``)."""
+    from tools.candidate import Candidate
+    from tools.evaluate import Evaluator, resolve_device
+
+    def candidate(attempt: dict[str, Any]) -> Candidate:
+        return Candidate(
+            source=(Path(run_dir) / attempt["candidate"]).read_text(),
+            config=attempt["config"],
+            module=attempt.get("space_module") or attempt["module"],
+        )
+
+    if resolve_device(device) != "cuda":
+        return _no_retime(max_regression)
+    with Evaluator(task, "cuda", settings) as evaluator:
+        return guard_new_best(evaluator, candidate(new), candidate(previous), max_regression)
 
 
 __all__ = [
@@ -298,5 +337,6 @@ __all__ = [
     "check_regression",
     "expected_curve_outliers",
     "guard_new_best",
+    "recheck_new_best",
     "render_markdown",
 ]
