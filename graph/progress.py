@@ -72,6 +72,9 @@ class ProgressView:
         note = " (Triton interpreter: ranks only)" if e["device"] == "cpu" else ""
         self.console.print(f"[bold]setup[/bold]: baseline {e['geomean_us']:.2f} us geomean{note}")
 
+    def _on_memory(self, e: dict[str, Any]) -> None:
+        self.console.print(f"[bold]setup[/bold]: {e['message']}")
+
     def _on_diagnosis(self, e: dict[str, Any]) -> None:
         self.console.print(f"[bold]round {e['round']}[/bold] diagnose: {e['summary']}")
 

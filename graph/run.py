@@ -63,6 +63,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="override a setting of configs/default.yaml, e.g. --set routing.stall_rounds=2",
     )
+    p.add_argument(
+        "--no-memory",
+        action="store_true",
+        help="neither read nor write the case library and validation cache (same as --set memory.enabled=false)",
+    )
     p.add_argument("--run-dir", default=None, help="run folder (default: runs/<task>-<time>)")
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a paused or killed run")
     p.add_argument("--answer", default=None, help="answer to the pending question (with --resume)")
@@ -82,6 +87,8 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         if args.rounds < 1:
             raise BadInput("--rounds must be >= 1")
         overrides.setdefault("budget", {})["rounds"] = args.rounds
+    if args.no_memory:
+        overrides.setdefault("memory", {})["enabled"] = False
     settings = load_settings(task, overrides)
     try:  # a SPEC that cannot be served fails here, before the baseline is evaluated
         build_agents(args.model, args.critic_model, settings)

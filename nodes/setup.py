@@ -13,13 +13,12 @@ from langgraph.runtime import Runtime
 from graph.routing import decision, fresh_streaks
 from graph.settings import load_settings
 from nodes.audit import audit
+from nodes.case_memory import open_library, validation_cache_status
 from nodes.records import attempt_record, default_run_dir, load_result, save_result, write_candidate
 from nodes.runtime import RunContext, evaluator_for
 from tools.candidate import Candidate
 from tools.evaluate import resolve_device
 from tools.task import TaskError, load_task
-
-MEMORY_OFF = {"enabled": False, "reason": "the case library is not wired into the graph yet"}
 
 
 def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -56,6 +55,7 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
             f"({result.stage}/{result.error_type}): {result.message}"
         )
     record = attempt_record(0, 0, baseline, task.baseline_name, result, run_dir)
+    memory = memory_status(settings, result, run_dir)
     note = " (Triton interpreter: ranks only, no speed claim)" if result.device.interpreted else ""
     audit(
         run_dir,
@@ -111,7 +111,36 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
         "human": None,
         "stop": None,
         "retrieved_cases": [],
-        "memory": dict(MEMORY_OFF),
+        "memory": memory,
         "profiler": {},
         "active_s": time.monotonic() - started,
     }
+
+
+def memory_status(settings: dict[str, Any], baseline: Any, run_dir: Path) -> dict[str, Any]:
+    """Open the case library once to learn whether memory is on; say so on the terminal and in the trail.
+
+    The library stays out of the state (nodes reopen it, cached per process); the state keeps
+    {enabled, reason (why off), store, cases_at_start, validation_cache {enabled, reason, path}}.
+    """
+    library, why = open_library(settings)
+    cache = validation_cache_status(settings, baseline)
+    cases = 0
+    if library is not None:
+        try:
+            cases = library.count()
+        except Exception as exc:  # a store that opened but cannot be read: memory off, said why
+            library, why = None, f"memory off: case store unreadable ({type(exc).__name__}: {exc})"
+    memory = {
+        "enabled": library is not None,
+        "reason": why if library is None else "",
+        "store": str(library.path) if library is not None else "",
+        "cases_at_start": cases,
+        "validation_cache": cache,
+    }
+    said = f"memory on: case library {memory['store']} ({cases} cases)" if library is not None else why
+    cache_note = "on" if cache["enabled"] else f"off ({cache['reason']})"
+    message = f"{said}; validation cache {cache_note}"
+    audit(run_dir, "setup", message, round=0, key="memory")
+    get_stream_writer()({"event": "memory", **memory, "message": message})
+    return memory
