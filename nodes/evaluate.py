@@ -15,6 +15,7 @@ from langgraph.types import Command
 
 from graph.routing import after_evaluate, finish, improved, round_outcome, update_streaks
 from nodes.audit import audit
+from nodes.case_memory import RunCache, served_from_cache
 from nodes.records import attempt_record, load_result, save_result, with_log, write_candidate
 from nodes.runtime import RunContext, evaluator_for, module_source, run_task, space_module
 from tools.candidate import Candidate
@@ -65,12 +66,17 @@ def evaluate(
     reused = sum(r is not None for r in results)
     if reused:
         audit(run_dir, "evaluate", f"reused {reused} finished result(s) from results/", round=rnd)
+    baseline = load_result(run_dir, state["baseline"]["identity"])
+    cache = RunCache.for_run(state, task, baseline)
+    cached = served_from_cache(cache, candidates, results, run_dir, rnd)
     pending = [i for i, r in enumerate(results) if r is None]
-    done = [reused]
+    done = [reused + len(cached)]
 
     def arrived(j: int, result: EvalResult) -> None:
         i = pending[j]
         save_result(run_dir, candidates[i].identity, result)
+        if cache is not None:
+            cache.put(candidates[i], result)
         results[i] = result
         done[0] += 1
         write(
@@ -86,7 +92,6 @@ def evaluate(
         )
 
     if pending:
-        baseline = load_result(run_dir, state["baseline"]["identity"])
         evaluator_for(runtime)(
             task,
             [candidates[i] for i in pending],
@@ -113,6 +118,7 @@ def evaluate(
                 review,
                 review["proposal"].get("expected_effect", ""),
             )
+            | {"cached": cand.identity in cached}
         )
         if modules[i] in extra_modules and result.passed:
             extra_modules[modules[i]]["passed"] = True
