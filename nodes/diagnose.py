@@ -12,8 +12,11 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from graph.routing import decision
+from memory.cases import SnapshotSummary
 from nodes.audit import audit
+from nodes.case_memory import combined_confidence, library_for_run, recall
 from nodes.records import load_result
+from nodes.roles import Diagnosis
 from nodes.runtime import RunContext, agent_context, agents_for, run_task
 from profiles.derived import derived_snapshot
 from profiles.render import render_snapshot
@@ -43,14 +46,23 @@ def diagnose(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, A
                 key="ncu",
             )
     diagnoser = agents_for(state, runtime)[0]
-    # Memory seam: retrieved cases (and the confidence they lend) come from the case library once wired.
-    retrieved: list[dict[str, Any]] = []
+    retrieved, recalled = remembered(state, task, snapshot)
     ctx = agent_context({**state, "snapshot": snapshot, "retrieved_cases": retrieved}, task)
     if snapshot:
         ctx.snapshot_text = render_snapshot(snapshot)
     ctx.source_summary = summarize_source(_best_source(state, task))
-    diagnosis = diagnoser.diagnose(ctx)
-    audit(state["run_dir"], "diagnose", f"#{best['n']}: {diagnosis.summary}", round=state["round"])
+    own = diagnoser.diagnose(ctx)
+    diagnosis = with_memory(own, retrieved, recalled)
+    # The snapshot summary and the diagnoser's own verdict ride along in the trail: report turns each
+    # round's attempts into cases that remember what they started from.
+    audit(
+        state["run_dir"],
+        "diagnose",
+        f"#{best['n']}: {diagnosis.summary}",
+        round=state["round"],
+        diagnosis=own.summary,
+        snapshot=SnapshotSummary.from_snapshot(snapshot).model_dump(),
+    )
     get_stream_writer()({"event": "diagnosis", "round": state["round"], "summary": diagnosis.summary})
     return {
         **update,
@@ -61,6 +73,54 @@ def diagnose(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, A
         "route": decision("diagnose", "propose", diagnosis.summary),
         "active_s": time.monotonic() - started,
     }
+
+
+def remembered(
+    state: dict[str, Any], task: Task, snapshot: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], float | None]:
+    """(cases similar to this task at this bottleneck, best score); ([], None) while memory is off."""
+    library, why = library_for_run(state)
+    if library is None:
+        if state.get("memory", {}).get("enabled"):
+            audit(
+                state["run_dir"],
+                "diagnose",
+                f"case library not read: {why}",
+                round=state["round"],
+                key="memory",
+            )
+        return [], None
+    bottleneck = (snapshot or {}).get("bottleneck")
+    try:
+        return recall(library, task, bottleneck, bool(state["baseline"].get("interpreted")))
+    except Exception as exc:  # a broken store costs this round its memory, never the run
+        audit(
+            state["run_dir"],
+            "diagnose",
+            f"case library not read: {type(exc).__name__}: {exc}",
+            round=state["round"],
+            key="memory",
+        )
+        return [], None
+
+
+def with_memory(diagnosis: Diagnosis, retrieved: list[dict[str, Any]], recalled: float | None) -> Diagnosis:
+    """The diagnosis with the best case score folded into its confidence (see combined_confidence)."""
+    if not retrieved or recalled is None:
+        return diagnosis
+    confidence = combined_confidence(diagnosis.confidence, recalled)
+    best = max(retrieved, key=lambda c: c["score"])
+    starts = sum(c["role"] == "start" for c in retrieved)
+    avoid = sum(c["role"] == "avoid" for c in retrieved)
+    counts = f"{len(retrieved)} similar case(s), {starts} to start from, {avoid} to avoid"
+    evidence = f"memory: {counts}; best score {recalled:.2f}: {best['summary']}"
+    summary = (
+        f"{diagnosis.summary} | memory: {counts}, best score {recalled:.2f}; "
+        f"confidence {diagnosis.confidence:.2f} -> {confidence:.2f}"
+    )
+    return diagnosis.model_copy(
+        update={"confidence": confidence, "evidence": [*diagnosis.evidence, evidence], "summary": summary}
+    )
 
 
 def _best_source(state: dict[str, Any], task: Task) -> str:

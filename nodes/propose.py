@@ -16,8 +16,16 @@ from langgraph.types import Command
 
 from graph.routing import after_propose
 from nodes.audit import audit
+from nodes.case_memory import out_of_space_starts
 from nodes.roles import Proposal
-from nodes.runtime import RunContext, agent_context, agents_for, module_source, run_task
+from nodes.runtime import (
+    RunContext,
+    agent_context,
+    agents_for,
+    module_source,
+    run_task,
+    searchable_modules,
+)
 from tools.candidate import candidate_identity
 from tools.task import Task
 
@@ -44,6 +52,38 @@ def review_record(
     }
 
 
+OUTSIDE_NOTE = " [its config is outside this task's space]"
+
+
+def checked_cases(state: dict[str, Any], task: Task) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The retrieved cases with each starting point marked ``in_space``; a config from another task (or
+    from before the human narrowed the space) must fit this task's space to be tried. Skipped ones
+    are logged once per run; returns the state's memory record when it gained a skipped case."""
+    cases = [dict(c) for c in state.get("retrieved_cases", [])]
+    if not cases:
+        return cases, None
+    modules = searchable_modules(task, state)
+    skipped = {c["id"]: why for c, why in out_of_space_starts(cases, task, modules)}
+    memory = dict(state.get("memory") or {})
+    logged = dict(memory.get("skipped_cases") or {})
+    for case in cases:
+        if case.get("role") == "start":
+            case["in_space"] = case["id"] not in skipped
+            if not case["in_space"] and not case["summary"].endswith(OUTSIDE_NOTE):
+                case["summary"] += OUTSIDE_NOTE  # what LLM roles read of a case
+    new = {cid: why for cid, why in skipped.items() if cid not in logged}
+    for cid, why in new.items():
+        audit(
+            state["run_dir"],
+            "propose",
+            f"memory: not starting from case {cid}: outside this task's space ({why})",
+            round=state["round"],
+        )
+    if not new:
+        return cases, None
+    return cases, {**memory, "skipped_cases": {**logged, **new}}
+
+
 def propose(
     state: dict[str, Any], runtime: Runtime[RunContext]
 ) -> Command[Literal["critic", "human", "report"]]:
@@ -61,7 +101,8 @@ def propose(
         # Proposing again after the critic rejected everything: the reasons travel along.
         extra["objections"] = [o for p in current if p["status"] == "rejected" for o in p["objections"]]
         mode = "explore" if mode == "revise" else mode
-    ctx = agent_context(state, task, mode, **extra)
+    cases, memory = checked_cases(state, task)
+    ctx = agent_context(state, task, mode, retrieved_cases=cases, **extra)
     proposer = agents_for(state, runtime)[1]
     origin = "expert" if (state.get("model") or "expert") == "expert" else f"llm:{state['model']}"
     new = proposer.propose(ctx)
@@ -121,6 +162,10 @@ def propose(
         "route": decision,
         "active_s": time.monotonic() - started,
     }
+    if cases:  # the starting points now say whether they fit this space (report.json shows it)
+        update["retrieved_cases"] = cases
+    if memory is not None:
+        update["memory"] = memory
     if converged:
         update["stop"] = {"status": "converged", "reason": stop_reason}
     return Command(goto=decision["to"], update=update)

@@ -12,6 +12,9 @@
   when every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
+- Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
+  any exploration, when they fit this task's space; a config whose case failed on the same module
+  code is never proposed.
 Deterministic under the run's seed.
 """
 
@@ -23,6 +26,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from memory.cases.model import source_digest
+from nodes.expert.critic import config_problems
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from nodes.roles import AgentContext, Proposal
@@ -70,6 +75,9 @@ VARIANT_HINTS: dict[str, tuple[str, ...]] = {
     "memory_bound": ("group", "split", "multirow", "online"),
     "latency_bound": ("multirow", "group"),
 }
+# Below this similarity a case is of another kind of op (library scores: ~0.85 for the same op family,
+# 0.5-0.65 for others): shown to LLM roles, never tried as a starting point.
+MEMORY_MIN_SCORE = 0.7
 UNTRIED_VARIANT_BONUS = 1.0
 JITTER = 0.5  # random share of a move's score: ties and unsure diagnoses are broken at random
 HINTED_VARIANT_BONUS = 1.5
@@ -93,11 +101,19 @@ class ExpertProposer:
             self.last_reason, self.converged = stop, True
             return []
         rng = random.Random(f"{ctx.seed}:{ctx.round}:{ctx.mode}:{len(ctx.history)}")
-        seen = self._seen(ctx)
+        evaluated = self._seen(ctx)
+        failed_before = _failed_in_memory(ctx)
         avoid = _avoided_values(ctx.history)
         modules = list(ctx.search_spaces)
         n = ctx.n_candidates
-        picks: list[Proposal] = []
+        remembered = [] if ctx.mode == "reflect" else _memory_starts(ctx, evaluated, failed_before)[:n]
+        picks: list[Proposal] = list(remembered)
+        in_batch = {point_key(p.module, p.config) for p in picks}
+
+        def seen(module: str, config: dict[str, Any]) -> bool:
+            key = point_key(module, config)
+            return evaluated(module, config) or key in in_batch or key in failed_before
+
         exploring = ctx.round <= self.search["explore_rounds"] or not self._parents(ctx)
         if exploring and ctx.mode != "reflect":
             for module, config in random_points(rng, ctx.search_spaces, modules, n * 3, seen):
@@ -105,7 +121,7 @@ class ExpertProposer:
                     picks.append(_random_proposal(module, config, ctx, "random exploration"))
         else:
             restarts = 0 if ctx.mode == "reflect" else math.floor(n * self._restart_fraction(ctx))
-            picks = self._local(ctx, rng, seen, avoid, n - restarts)
+            picks += self._local(ctx, rng, seen, avoid, n - restarts - len(picks))
             taken = {point_key(p.module, p.config) for p in picks}
 
             def excluded(module: str, config: dict[str, Any]) -> bool:
@@ -127,6 +143,8 @@ class ExpertProposer:
             self.last_reason = "every config of the search space has been evaluated"
             if avoid:
                 self.last_reason += " except those using values that failed twice and never passed"
+            if failed_before:
+                self.last_reason += " (or failed in a similar past case)"
         return picks
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -273,6 +291,61 @@ def _avoided_values(history: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
             elif h.get("error_type") not in (None, "out_of_search_space"):
                 failed[item] += 1
     return {item for item, count in failed.items() if count >= 2 and item not in passed}
+
+
+def _memory_starts(ctx: AgentContext, seen, failed_before: set[str]) -> list[Proposal]:
+    """The winning configs of kept similar cases (best first), when they fit the space and are new here.
+
+    A case that brought its own source won with that source, not with its config: it is left to the
+    roles that write code.
+    """
+    picks, taken = [], set()
+    for case in ctx.retrieved_cases:
+        if case.get("role", "start") != "start" or case.get("verdict") != "pass" or not case.get("kept"):
+            continue
+        if case.get("new_source") or case.get("in_space") is False:
+            continue
+        if float(case.get("score") or 0.0) < MEMORY_MIN_SCORE:
+            continue
+        module, config = case.get("module") or ctx.baseline_module, dict(case.get("config") or {})
+        space = ctx.search_spaces.get(module)
+        key = point_key(module, config)
+        if space is None or config_problems(space, config) or seen(module, config):
+            continue
+        if key in taken or key in failed_before:
+            continue
+        taken.add(key)
+        speed = f"{case['speedup']:.2f}x" if case.get("speedup") else "kept"
+        timing = " (interpreter timing)" if case.get("interpreted") else ""
+        picks.append(
+            Proposal(
+                module=module,
+                config=config,
+                rationale=(
+                    f"from memory: case {case.get('id')} of task {case.get('task')} "
+                    f"(similarity {float(case['score']):.2f}) won with this config, {speed}{timing}"
+                ),
+                expected_effect="reproduces a kept result of a similar past run on this task's code",
+            )
+        )
+    return picks
+
+
+def _failed_in_memory(ctx: AgentContext) -> set[str]:
+    """Points whose similar case failed on the same module code (same file name and source text)."""
+    failed = set()
+    for case in ctx.retrieved_cases:
+        if case.get("verdict") != "fail" or case.get("new_source"):
+            continue
+        if case.get("error_type") == "out_of_search_space":  # says nothing about the kernel
+            continue
+        module = case.get("module") or ctx.baseline_module
+        source = ctx.module_sources.get(module)
+        digest = case.get("source_digest")
+        if source is None or (digest and digest != source_digest(source)):
+            continue
+        failed.add(point_key(module, dict(case.get("config") or {})))
+    return failed
 
 
 def _uses_avoided(module: str, config: dict[str, Any], avoid: set) -> bool:
