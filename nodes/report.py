@@ -1,4 +1,7 @@
-"""report: write report.json, report.md and progress.png into the run folder.
+"""report: write report.json, report.md and progress.png into the run folder; remember the run.
+
+At the end of a run every evaluated candidate becomes a case in the case library (when memory is on)
+and the run folder is indexed (index.json) so a past best can be re-evaluated with one command.
 
 Also written (status ``awaiting_human``) whenever the run pauses for a human, so a paused run has a
 report too. Interpreted (CPU) timings are labelled as such everywhere: they rank, they claim nothing.
@@ -15,8 +18,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from graph.routing import finish
+from memory.artifacts import ArtifactError, index_run
 from nodes.audit import audit, read_trail
-from nodes.runtime import RunContext, run_task
+from nodes.case_memory import cases_of_run, library_for_run
+from nodes.runtime import RunContext, module_source, run_task
+from tools.task import Task
 
 INTERPRETED_NOTE = (
     "Timings are Triton-interpreter wall times on the CPU: usable to rank candidates, never a speed claim."
@@ -73,6 +79,7 @@ def build_report(
             for k in (
                 "n",
                 "round",
+                "identity",
                 "module",
                 "config",
                 "origin",
@@ -86,6 +93,7 @@ def build_report(
                 "expected_effect",
                 "candidate",
                 "result",
+                "cached",
             )
         }
         | {"critique": {"objections": a.get("objections", []), "answers": a.get("answers", [])}}
@@ -121,7 +129,8 @@ def build_report(
             for r in state.get("rejected", [])
         ],
         "retrieved_cases": state.get("retrieved_cases", []),
-        "memory": state.get("memory", {"enabled": False, "reason": "not recorded"}),
+        "memory": {"cases_added": 0, **state.get("memory", {"enabled": False, "reason": "not recorded"})},
+        "cache_hits": sum(1 for a in state.get("attempts", []) if a.get("cached")),
         "profiler": state.get("profiler", {}),
         "search_spaces": state.get("search_spaces"),
         "forbid": state.get("forbid"),
@@ -133,6 +142,23 @@ def build_report(
 
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def memory_line(memory: dict[str, Any], cache_hits: int) -> str:
+    cache = memory.get("validation_cache") or {}
+    cache_text = (
+        f"validation cache served {cache_hits} candidate(s)"
+        if cache.get("enabled")
+        else f"validation cache off ({cache.get('reason') or 'not recorded'})"
+    )
+    if not memory.get("enabled"):
+        return f"off ({memory.get('reason', '')}); {cache_text}"
+    skipped = len(memory.get("skipped_cases") or {})
+    outside = f", {skipped} retrieved config(s) outside this space" if skipped else ""
+    return (
+        f"on ({memory.get('cases_at_start', 0)} cases at the start, "
+        f"{memory.get('cases_added', 0)} added{outside}); {cache_text}"
+    )
 
 
 def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
@@ -150,7 +176,7 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         f"- rounds: {report['rounds']}, candidates evaluated: {report['candidates_evaluated']}, "
         f"wall time: {report['wall_s']:.0f} s (active {report['active_s']:.0f} s)",
         f"- proposer: {report['model']}, critic: {report['critic_model']}, seed {report['seed']}",
-        f"- memory: {'on' if memory.get('enabled') else 'off'} ({memory.get('reason', '')})",
+        f"- memory: {memory_line(memory, report['cache_hits'])}",
     ]
     if report["note"]:
         lines += ["", f"> {report['note']}"]
@@ -260,6 +286,50 @@ def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any
     task = run_task(state)
     done = finish(state, task.spec.target.model_dump()) or {"status": "budget_exhausted", "reason": "ended"}
     audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
-    state = {**state, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
+    memory = remember_run(state, task)
+    state = {**state, "memory": memory, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
     write_report(state, done["status"], done["reason"])
-    return {"stop": done, "active_s": time.monotonic() - started}
+    try:
+        index_run(state["run_dir"])
+    except ArtifactError as exc:  # a run folder without candidates/ has nothing to index
+        audit(state["run_dir"], "report", f"run not indexed: {exc}", round=state["round"])
+    return {"stop": done, "memory": memory, "active_s": time.monotonic() - started}
+
+
+def remember_run(state: dict[str, Any], task: Task) -> dict[str, Any]:
+    """Store every evaluated candidate as a case (deduplicated by task + identity); the memory record
+    with ``cases_added``. Never raises: a store that fails is reported, the run still ends well."""
+    memory = {**state.get("memory", {}), "cases_added": 0}
+    library, why = library_for_run(state)
+    if library is None:
+        if memory.get("enabled"):
+            memory["store_error"] = why
+            audit(state["run_dir"], "report", f"cases not stored: {why}", round=state["round"])
+        return memory
+    run_dir = state["run_dir"]
+    diagnoses = {
+        e["round"]: {"diagnosis": e.get("diagnosis", ""), "snapshot": e.get("snapshot")}
+        for e in read_trail(run_dir)
+        if e.get("node") == "diagnose" and "diagnosis" in e
+    }
+
+    def module_text(module: str) -> str | None:
+        try:
+            return module_source(task, state, module)
+        except OSError:
+            return None
+
+    try:
+        cases = cases_of_run(state, task, diagnoses, module_text)
+        memory["cases_added"] = library.add(cases)
+    except Exception as exc:
+        memory["store_error"] = f"{type(exc).__name__}: {exc}"
+        audit(run_dir, "report", f"cases not stored: {memory['store_error']}", round=state["round"])
+        return memory
+    audit(
+        run_dir,
+        "report",
+        f"memory: {memory['cases_added']} new case(s) of {len(cases)} evaluated candidate(s) stored",
+        round=state["round"],
+    )
+    return memory
