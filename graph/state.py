@@ -101,8 +101,8 @@ class RunState(RunInput, total=False):
     stop: dict[str, Any] | None
     """Why the run ends: {status target_met|budget_exhausted|stopped_by_human|converged, reason}."""
 
-    # -- memory (seam; wired by the case library later) -----------------------------------------
+    # -- memory ---------------------------------------------------------------------------------
     retrieved_cases: list[dict[str, Any]]
     """Cases retrieved from the case library for the current diagnosis (empty while memory is off)."""
     memory: dict[str, Any]
-    """{enabled: bool, reason: str}: whether the case library was used, and why not."""
+    """{enabled, reason, cases at start, cases_added, cache status}: whether the case library was used, and why not."""

@@ -22,6 +22,8 @@ from memory.artifacts import ArtifactError, index_run
 from nodes.audit import audit, read_trail
 from nodes.case_memory import cases_of_run, library_for_run
 from nodes.runtime import RunContext, module_source, run_task
+from tools.export import export_to_run
+from tools.sandbox import describe as sandbox_description
 from tools.task import Task
 
 INTERPRETED_NOTE = (
@@ -271,14 +273,37 @@ def roofline_floor(per_shape: list[dict[str, Any]]) -> float | None:
 
 
 def write_report(
-    state: dict[str, Any], status: str, reason: str = "", paused: dict | None = None
+    state: dict[str, Any],
+    status: str,
+    reason: str = "",
+    paused: dict | None = None,
+    exported: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     run_dir = Path(state["run_dir"])
     report = build_report(state, status, reason or (paused or {}).get("why", ""), paused)
+    report["sandbox"] = sandbox_description(state["device"])
+    extra_markdown = ""
+    if exported is not None:
+        report["export"] = {k: v for k, v in exported.items() if k != "markdown"}
+        extra_markdown = _export_markdown(exported)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "report.md").write_text(render_markdown(report, read_trail(run_dir)))
+    (run_dir / "report.md").write_text(render_markdown(report, read_trail(run_dir)) + extra_markdown)
     plot_progress(state, run_dir / "progress.png")
     return report
+
+
+def _export_markdown(exported: dict[str, Any]) -> str:
+    if not exported.get("path"):
+        return f"\n## Take-home kernel\n\nNot exported: {exported.get('reason', 'nothing to export')}\n"
+    lines = [
+        "",
+        "## Take-home kernel",
+        "",
+        f"`{exported['path']}`: a standalone module (torch + triton only). {exported.get('reason', '')}".rstrip(),
+    ]
+    if exported.get("markdown"):
+        lines += ["", exported["markdown"]]
+    return "\n".join(lines) + "\n"
 
 
 def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -288,7 +313,14 @@ def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any
     audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
     memory = remember_run(state, task)
     state = {**state, "memory": memory, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
-    write_report(state, done["status"], done["reason"])
+    exported = export_to_run(task, state["run_dir"])  # the winner as RUN_DIR/kernel.py
+    audit(
+        state["run_dir"],
+        "report",
+        f"export: {exported.get('path') or exported.get('reason')}",
+        round=state["round"],
+    )
+    write_report(state, done["status"], done["reason"], exported=exported)
     try:
         index_run(state["run_dir"])
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index

@@ -14,6 +14,12 @@ def _has_cuda() -> bool:
         return False
 
 
+@pytest.fixture(autouse=True)
+def _private_memory_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's case library and validation cache live in a fresh folder, never the user's."""
+    monkeypatch.setenv("KERNEL_AGENT_HOME", str(tmp_path_factory.mktemp("ka-home")))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _has_cuda():
         return

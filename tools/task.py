@@ -215,17 +215,7 @@ class Task:
 
     def config_problems(self, config: dict[str, Any], module: str | None = None) -> list[str]:
         """Why ``config`` is outside the human's search space (empty when inside)."""
-        space = self.search_space(module)
-        problems = []
-        for key, value in config.items():
-            if key not in space:
-                problems.append(f"{key} is not a search-space key (allowed: {', '.join(space) or 'none'})")
-            elif value not in space[key]:
-                problems.append(f"{key}={value!r} is not among the allowed values {space[key]}")
-        missing = [key for key in space if key not in config]
-        if missing:
-            problems.append(f"missing value(s) for {', '.join(missing)}")
-        return problems
+        return config_problems(self.search_space(module), config)
 
     def default_config(self, module: str | None = None) -> dict[str, Any]:
         """The baseline's config: the task may name it in settings.baseline_config, else each key's first value."""
@@ -239,6 +229,20 @@ class Task:
 
     def space_size(self, module: str | None = None) -> int:
         return math.prod(len(v) for v in self.search_space(module).values())
+
+
+def config_problems(space: dict[str, list], config: dict[str, Any]) -> list[str]:
+    """Why ``config`` lies outside ``space``, naming each key (empty when inside)."""
+    problems = []
+    for key, value in config.items():
+        if key not in space:
+            problems.append(f"{key} is not a search-space key (allowed: {', '.join(space) or 'none'})")
+        elif value not in space[key]:
+            problems.append(f"{key}={value!r} is not among the allowed values {space[key]}")
+    missing = [key for key in space if key not in config]
+    if missing:
+        problems.append(f"missing value(s) for {', '.join(missing)}")
+    return problems
 
 
 def _normalize_search_space(spec: TaskSpec) -> dict[str, dict[str, list]]:

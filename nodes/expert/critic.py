@@ -12,6 +12,7 @@ from nodes.expert.resources import resource_problems
 from nodes.roles import AgentContext, Critique, Proposal
 from tools.candidate import candidate_identity
 from tools.static_check import check_source
+from tools.task import config_problems
 
 
 class ExpertCritic:
@@ -69,17 +70,3 @@ class ExpertCritic:
             if not report.ok and report.error_type == "forbidden_construct":
                 problems.append(f"forbidden: {report.message}")
         return problems
-
-
-def config_problems(space: dict[str, list], config: dict[str, Any]) -> list[str]:
-    """Why ``config`` lies outside ``space``, naming each key (same rules as Task.config_problems)."""
-    problems = []
-    for key, value in config.items():
-        if key not in space:
-            problems.append(f"{key} is not a search-space key (allowed: {', '.join(space) or 'none'})")
-        elif value not in space[key]:
-            problems.append(f"{key}={value!r} is not among the allowed values {space[key]}")
-    missing = [key for key in space if key not in config]
-    if missing:
-        problems.append(f"missing value(s) for {', '.join(missing)}")
-    return problems

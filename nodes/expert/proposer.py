@@ -27,11 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from memory.cases.model import source_digest
-from nodes.expert.critic import config_problems
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from nodes.roles import AgentContext, Proposal
 from tools.candidate import candidate_identity
+from tools.task import config_problems
 
 # (role, step) -> (score, why, expected effect), per bottleneck.
 STEERING: dict[str, dict[tuple[str, int], tuple[float, str, str]]] = {
