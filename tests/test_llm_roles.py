@@ -206,11 +206,22 @@ def test_config_only_mode_takes_no_source():
     assert "Config-only mode" in text and "def add_rmsnorm_kernel(" not in text  # summary, not the code
 
 
-def test_repeats_of_evaluated_candidates_are_dropped_with_a_reason():
-    batch = {"proposals": [proposal(BASE_CONFIG, module="baseline.py")]}
-    proposer, _ = build(LLMProposer, [tool("ProposalBatch", batch)])
-    assert proposer.propose(make_ctx()) == []
-    assert "already evaluated" in proposer.last_reason
+def test_repeats_of_evaluated_candidates_are_re_asked_then_dropped():
+    repeat = proposal(BASE_CONFIG, module="baseline.py")
+    fresh = proposal({"ROWS": 2, "num_warps": 16}, module="baseline.py")
+    answers = [
+        tool("ProposalBatch", {"proposals": [repeat]}),
+        tool("ProposalBatch", {"proposals": [repeat, fresh]}),
+    ]
+    proposer, model = build(LLMProposer, answers)
+    [p] = proposer.propose(make_ctx())
+    assert p.config == {"ROWS": 2, "num_warps": 16}
+    first, retry = prompt_text(model, 0), prompt_text(model, 1)
+    assert (
+        '## Already evaluated (never propose these again)\nbaseline.py {"ROWS": 1, "num_warps": 8}' in first
+    )
+    assert "every proposal was already evaluated (baseline.py" in retry
+    assert any("dropped a repeat" in n for n in proposer.usage()["notes"])
 
 
 def test_the_history_is_trimmed_oldest_first_to_fit_the_budget_and_can_be_expanded():

@@ -26,6 +26,13 @@ def test_json_is_found_in_bare_prose_and_braces_inside_strings_do_not_confuse_it
     assert value == {"source": "def f():\n    return {1: 2}", "n": 3} and notes == []
 
 
+def test_raw_newlines_inside_strings_are_tolerated():
+    text = '{"evidence": ["DRAM 84%\n(of peak)"], "source": "def f():\n\treturn 1"}'  # real newline, tab
+    assert "\n" in text and "\\n" not in text
+    value, _ = extract_json(text)
+    assert value["source"] == "def f():\n\treturn 1" and value["evidence"] == ["DRAM 84%\n(of peak)"]
+
+
 def test_reasoning_blocks_and_trailing_commas_are_tolerated():
     text = '<think>maybe {"x": 0}</think>{"proposals": [{"module": "a.py",},],}'
     assert extract_json(text)[0] == {"proposals": [{"module": "a.py"}]}

@@ -302,6 +302,17 @@ def best_source(ctx: AgentContext) -> str:
     return ctx.module_sources.get(best_module(ctx)) or ctx.baseline_source
 
 
+def evaluated_text(ctx: AgentContext, limit: int = 40) -> str:
+    """module + config of every evaluated attempt, newest first (a compact do-not-repeat list)."""
+    seen: list[str] = []
+    for a in reversed(ctx.history):
+        line = f"{a.get('module')} {config_text(a.get('config') or {})}"
+        if line not in seen:
+            seen.append(line)
+    more = f"\n(+{len(seen) - limit} more)" if len(seen) > limit else ""
+    return "\n".join(seen[:limit]) + more
+
+
 def diagnosis_text(ctx: AgentContext) -> str:
     d = ctx.diagnosis
     if d is None:

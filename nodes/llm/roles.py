@@ -244,6 +244,11 @@ class LLMProposer(LLMRole):
                 sections.append(
                     C.Section("modules", "Other modules", [text, ", ".join(others)], 30, ["names only"])
                 )
+        tried = C.evaluated_text(ctx)
+        if tried:
+            sections.append(
+                C.Section("tried", "Already evaluated (never propose these again)", [tried, ""], 85)
+            )
         full_log = ctx.mode == "fix"
         variants, losses = C.failure_variants(ctx, full_log, self.cfg.token_budget)
         if variants:
@@ -316,14 +321,24 @@ class LLMProposer(LLMRole):
                     )
         if problems:
             raise ValueError("\n".join(problems))
+        repeats = [p for p in proposals if self._identity(p, ctx) in ctx.evaluated]
+        if proposals and len(repeats) == len(proposals) and ctx.mode != "revise":
+            listed = "; ".join(f"{p.module} {C.config_text(p.config)}" for p in repeats)
+            raise ValueError(
+                f"every proposal was already evaluated ({listed}): propose configs not in the history"
+            )
         return _Answer(proposals=proposals, expand=list(getattr(batch, "expand", [])))
+
+    @staticmethod
+    def _identity(p: Proposal, ctx: AgentContext) -> str:
+        source = p.source if p.source is not None else ctx.module_sources.get(p.module, "")
+        return candidate_identity(source, p.config)
 
     def _keep(self, proposals: list[Proposal], ctx: AgentContext) -> list[Proposal]:
         """Drop repeats of evaluated candidates (and of each other); remember sources written."""
         kept, seen = [], set(ctx.evaluated)
         for p in proposals:
-            source = p.source if p.source is not None else ctx.module_sources.get(p.module, "")
-            identity = candidate_identity(source, p.config)
+            identity = self._identity(p, ctx)
             if identity in seen and ctx.mode != "revise":
                 self._usage.note(f"dropped a repeat of an evaluated candidate: {p.module} {p.config}")
                 continue

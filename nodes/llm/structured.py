@@ -106,11 +106,12 @@ def _scan(text: str, start: int) -> tuple[int | None, list[tuple[int, str]]]:
 
 
 def _loads(text: str) -> Any:
+    # strict=False: raw newlines and tabs inside strings (source code, multi-line evidence) are fine
     try:
-        return json.loads(text)
+        return json.loads(text, strict=False)
     except json.JSONDecodeError:
         # Trailing commas are the commonest slip; the grammar of JSON has no room for them.
-        return json.loads(re.sub(r",(\s*[}\]])", r"\1", text))
+        return json.loads(re.sub(r",(\s*[}\]])", r"\1", text), strict=False)
 
 
 def _from(text: str, start: int) -> tuple[Any, bool]:
