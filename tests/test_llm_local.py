@@ -165,5 +165,10 @@ def test_a_whole_run_with_the_local_model_ends_cleanly_with_a_report(tmp_path, w
         assert TASK.config_problems(a["config"], a["module"]) == []
     trail = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     assert {"setup", "diagnose", "propose"} <= {e["node"] for e in trail}
+    # the model's candidates were evaluated, or the trail says why none was
+    why_not = [
+        e["message"] for e in trail if e["node"] in ("propose", "critic") and "-> human" in e["message"]
+    ]
+    assert tried or why_not, [e["message"] for e in trail]
     if "accounting" in report:  # once the report node collects it (nodes.llm.accounting.collect)
         assert report["accounting"]["roles"]["proposer"]["calls"] >= 1

@@ -221,6 +221,7 @@ def test_repeats_of_evaluated_candidates_are_re_asked_then_dropped():
         '## Already evaluated (never propose these again)\nbaseline.py {"ROWS": 1, "num_warps": 8}' in first
     )
     assert "every proposal was already evaluated (baseline.py" in retry
+    assert "31 of 32 configs of the search space not evaluated yet, for example:" in first
     assert any("dropped a repeat" in n for n in proposer.usage()["notes"])
 
 
@@ -284,3 +285,28 @@ def test_a_verdict_without_objections_is_re_asked_and_a_broken_critic_rules_on_f
     assert a.verdict == "approve" and "ruled on the fact checks alone" in a.objections[-1]
     assert b.verdict == "revise" and "outside the search space" in b.objections[0]
     assert critic.usage()["failures"] == 2
+
+
+def test_the_grammar_fixes_modules_and_keys_but_leaves_values_to_the_critic():
+    from nodes.llm.roles import proposal_grammar
+
+    g = proposal_grammar(make_ctx(), config_only=True, allow_expand=False)
+    items = g["properties"]["proposals"]
+    item = items["items"]["properties"]
+    assert item["module"]["enum"] == ["baseline.py", "multirow.py"] and "source" not in item
+    assert item["config"]["properties"] == {"ROWS": {"type": "integer"}, "num_warps": {"type": "integer"}}
+    assert items["minItems"] == 1 and items["maxItems"] == 4 and "expand" not in g["properties"]
+    revise = proposal_grammar(make_ctx(mode="revise"), config_only=False, allow_expand=False)
+    assert "minItems" not in revise["properties"]["proposals"]
+    assert {"revises", "answers", "source"} <= set(revise["properties"]["proposals"]["items"]["properties"])
+
+
+def test_a_verdict_label_given_as_an_objection_is_caught():
+    echo = tool("Critique", {"verdict": "revise", "objections": ["revise", "revise"]})
+    reason = tool(
+        "Critique", {"verdict": "revise", "objections": ["32 warps leave 8 elements per thread at N=256"]}
+    )
+    critic, model = build(LLMCritic, [echo, reason])
+    [c] = critic.critique(make_ctx(), [Proposal(**proposal({"ROWS": 1, "num_warps": 32}))])
+    assert c.objections == ["32 warps leave 8 elements per thread at N=256"]
+    assert "objection 1 ('revise'), objection 2 ('revise') is not a reason" in prompt_text(model, 1)

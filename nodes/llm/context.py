@@ -313,6 +313,32 @@ def evaluated_text(ctx: AgentContext, limit: int = 40) -> str:
     return "\n".join(seen[:limit]) + more
 
 
+def untried_text(ctx: AgentContext, limit: int = 8, max_points: int = 20000) -> str:
+    """How much of the search space is left, with a deterministic sample of untried points."""
+    import itertools
+    import random
+
+    from tools.candidate import candidate_identity
+
+    evaluated = set(ctx.evaluated)
+    untried, total = [], 0
+    for module, space in ctx.search_spaces.items():
+        source = ctx.module_sources.get(module)
+        if source is None or not space:
+            continue
+        keys = list(space)
+        for values in itertools.islice(itertools.product(*(space[k] for k in keys)), max_points):
+            total += 1
+            config = dict(zip(keys, values, strict=True))
+            if candidate_identity(source, config) not in evaluated:
+                untried.append(f"{module} {config_text(config)}")
+    if not total:
+        return ""
+    sample = random.Random(ctx.seed * 1000 + ctx.round).sample(untried, min(limit, len(untried)))
+    head = f"{len(untried)} of {total} configs of the search space not evaluated yet"
+    return head + (", for example:\n" + "\n".join(sample) if sample else "")
+
+
 def diagnosis_text(ctx: AgentContext) -> str:
     d = ctx.diagnosis
     if d is None:

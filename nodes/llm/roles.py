@@ -249,6 +249,9 @@ class LLMProposer(LLMRole):
             sections.append(
                 C.Section("tried", "Already evaluated (never propose these again)", [tried, ""], 85)
             )
+        left = C.untried_text(ctx)
+        if left:
+            sections.append(C.Section("untried", "Not evaluated yet", [left, ""], 84))
         full_log = ctx.mode == "fix"
         variants, losses = C.failure_variants(ctx, full_log, self.cfg.token_budget)
         if variants:
@@ -291,9 +294,10 @@ class LLMProposer(LLMRole):
 
     def _schema(self, ctx: AgentContext, allow_expand: bool) -> tuple[type[BaseModel], dict[str, Any]]:
         schema: type[BaseModel] = ConfigProposalBatch if self.cfg.config_only else ProposalBatch
-        return schema, proposal_grammar(
-            ctx, self.cfg.config_only, allow_expand and self.cfg.expand_rounds > 0
-        )
+        # Asking for more context is offered where the answer is not grammar-constrained (a
+        # constrained answer must hold a candidate) and when something can still be expanded.
+        expand = allow_expand and self.cfg.expand_rounds > 0 and self.method != "json"
+        return schema, proposal_grammar(ctx, self.cfg.config_only, expand)
 
     # -- checking -------------------------------------------------------------------------------
     def _check(self, batch: BaseModel, ctx: AgentContext) -> _Answer:
@@ -414,9 +418,15 @@ def proposal_grammar(ctx: AgentContext, config_only: bool, allow_expand: bool) -
         props["answers"] = {"type": "array", "items": {"type": "string"}}
         required += ["revises", "answers"]
     item = {"type": "object", "properties": props, "required": required}
+    proposals: dict[str, Any] = {"type": "array", "items": item, "maxItems": max(1, ctx.n_candidates)}
+    if not allow_expand and ctx.mode != "revise":
+        # A constrained model answers at least one candidate (small ones otherwise settle for an
+        # empty list); with nothing to gain, the critic and the evaluator say so. A revision may
+        # withdraw everything, and asking for more context needs an empty list.
+        proposals["minItems"] = 1
     batch: dict[str, Any] = {
         "type": "object",
-        "properties": {"proposals": {"type": "array", "items": item, "maxItems": max(1, ctx.n_candidates)}},
+        "properties": {"proposals": proposals},
         "required": ["proposals"],
     }
     if allow_expand:
@@ -488,9 +498,23 @@ class LLMCritic(LLMRole):
         return merge_facts(ruling, facts)
 
 
+VERDICTS = ("approve", "revise", "reject")
+
+
 def _check_critique(c: Critique) -> Critique:
+    """An objection must be a reason, not a label: small models echo the verdict as its objection."""
+    bad = [
+        f"objection {i + 1} ({o!r})"
+        for i, o in enumerate(c.objections)
+        if o.strip(" .!:;'\"").lower() in VERDICTS or len(o.split()) < 3
+    ]
+    if bad:
+        raise ValueError(
+            f"{', '.join(bad)} is not a reason: write one sentence per objection saying what to change and why"
+        )
     if c.verdict != "approve" and not c.objections:
         raise ValueError(f"verdict {c.verdict!r} needs at least one objection saying what to change or why")
+    c.objections = list(dict.fromkeys(c.objections))
     return c
 
 
