@@ -21,7 +21,8 @@ from graph.routing import finish
 from memory.artifacts import ArtifactError, index_run
 from nodes.audit import audit, read_trail
 from nodes.case_memory import cases_of_run, library_for_run
-from nodes.runtime import RunContext, module_source, run_task
+from nodes.llm.accounting import collect as collect_accounting
+from nodes.runtime import RunContext, agents_for, module_source, run_task
 from tools.export import export_to_run
 from tools.sandbox import describe as sandbox_description
 from tools.task import Task
@@ -278,10 +279,13 @@ def write_report(
     reason: str = "",
     paused: dict | None = None,
     exported: dict[str, Any] | None = None,
+    accounting: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     run_dir = Path(state["run_dir"])
     report = build_report(state, status, reason or (paused or {}).get("why", ""), paused)
     report["sandbox"] = sandbox_description(state["device"])
+    if accounting is not None:
+        report["accounting"] = accounting  # tokens, latency, cost per LLM role (empty for the expert policy)
     extra_markdown = ""
     if exported is not None:
         report["export"] = {k: v for k, v in exported.items() if k != "markdown"}
@@ -320,7 +324,8 @@ def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any
         f"export: {exported.get('path') or exported.get('reason')}",
         round=state["round"],
     )
-    write_report(state, done["status"], done["reason"], exported=exported)
+    accounting = collect_accounting(agents_for(state, runtime))
+    write_report(state, done["status"], done["reason"], exported=exported, accounting=accounting)
     try:
         index_run(state["run_dir"])
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index

@@ -52,6 +52,7 @@ def test_the_cpu_acceptance_run_finishes_with_a_valid_report(tmp_path):
     # The take-home kernel is exported and the sandbox is described.
     assert report["export"]["path"] and (run_dir / "kernel.py").is_file()
     assert report["sandbox"]["files"]
+    assert report["accounting"] == {}  # the expert policy spends no tokens
     assert [row["shape"] for row in report["per_shape"]] == [{"M": 4, "N": 256}, {"M": 6, "N": 768}]
 
     assert (run_dir / "progress.png").stat().st_size > 10_000
