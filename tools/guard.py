@@ -16,7 +16,6 @@ import builtins
 import math
 import threading
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -241,12 +240,3 @@ def watched_threads() -> Any:
         yield started
     finally:
         started.extend(t.name for t in threading.enumerate() if t.ident not in before and t.is_alive())
-
-
-def call_guarded(
-    fn: Callable[..., Any], *args: Any, poison: float | None, **kwargs: Any
-) -> tuple[Any, TorchOpGuard]:
-    guard = TorchOpGuard(poison=poison)
-    with guard:
-        out = fn(*args, **kwargs)
-    return out, guard
