@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from tools.candidate import Candidate  # noqa: E402
-from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
+from tools.evaluate import EvalSettings, Evaluator, _default_parallel  # noqa: E402
 from tools.task import load_task, torch_dtype  # noqa: E402
 from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn  # noqa: E402
 from tools.worker import bytes_moved  # noqa: E402
@@ -102,6 +102,7 @@ def throughput(n: int, workdir: Path) -> dict:
     started = time.perf_counter()
     with Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many(batch)
+        phases = dict(evaluator.phase_seconds)
     wall = time.perf_counter() - started
     verdicts: dict[str, int] = {}
     for r in results:
@@ -112,6 +113,8 @@ def throughput(n: int, workdir: Path) -> dict:
         "wall_s": wall,
         "per_minute": 60 * len(batch) / wall,
         "verdicts": verdicts,
+        "phase_seconds": phases,
+        "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
     }
 
 
@@ -161,7 +164,8 @@ def markdown(report: dict) -> str:
             "",
             f"{tp['candidates']} add_rmsnorm configs through static → compile → correctness → timing in "
             f"{tp['wall_s']:.1f} s: **{tp['per_minute']:.1f} candidates per minute** "
-            f"(verdicts: {tp['verdicts']})",
+            f"(verdicts: {tp['verdicts']}; phase seconds: "
+            f"{ {k: round(v, 1) for k, v in tp.get('phase_seconds', {}).items()} })",
             "",
         ]
     return "\n".join(lines)

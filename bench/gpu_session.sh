@@ -6,7 +6,11 @@
 #         suite-search-TASK                    bench/suite.py search + export of one task (graph run <= 8 min)
 #         suite-time-TASK                      bench/suite.py timing of one task: best, baseline, eager,
 #                                              torch.compile default + max-autotune (+ SDPA), copy bandwidth
+#         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
+#         llm-transcript                       the scripted LLM add_rmsnorm transcript on the GPU (tests/test_llm_gpu.py)
+#         profiles-tests                       known-bottleneck kernels profiled and classified (tests/test_profiles_gpu.py)
 #   TASK: add_rmsnorm softmax gqa_decode. Suite parts accumulate into OUT/suite (suite.json, suite.md, roofline.png).
+# With PACK=FILE.tgz set, OUT is packed into that file after every part (what a killed session keeps).
 set -u
 OUT=${1:?output folder}; shift
 PARTS=${*:-evaluator-tests bench throughput softmax ncu-cases ncu-tasks}
@@ -18,8 +22,13 @@ export PYTHONUNBUFFERED=1
 for part in $PARTS; do
   echo "=== $part"
   case $part in
-    evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tail -15 ;;
+    evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/evaluator-tests.log" | tail -15 ;;
+    hardening-tests) timeout 200 python3 -m pytest tests/test_hardening_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/hardening-tests.log" | tail -15 ;;
+    llm-transcript) timeout 300 python3 -m pytest tests/test_llm_gpu.py -m gpu -q -s -p no:cacheprovider 2>&1 | tee "$OUT/llm-transcript.log" | tail -20
+                    cp tests/fixtures/transcripts/*.measured.json "$OUT/" 2>/dev/null ;;
+    profiles-tests) timeout 200 python3 -m pytest tests/test_profiles_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/profiles-tests.log" | tail -15 ;;
     bench) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode 2>&1 | tail -40 ;;
+    bench-all) timeout 420 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode,softmax 2>&1 | tail -60 ;;
     throughput) timeout 180 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
     softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
     ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;
@@ -31,4 +40,5 @@ for part in $PARTS; do
                     --stages time --compile default,max-autotune 2>&1 | tail -30 ;;
     *) echo "unknown part: $part" ;;
   esac
+  [ -n "${PACK:-}" ] && tar czf "$PACK" -C "$OUT" .
 done

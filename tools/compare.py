@@ -59,50 +59,109 @@ def check_structure(got: tuple, expected: tuple, inputs: tuple) -> Mismatch | No
     return None
 
 
+# Elements per slice: outputs of a GB are compared where they live, in fp64 slices of bounded size,
+# instead of one fp64 copy on the host (seconds per output, the check phase's old bottleneck).
+CHUNK = 1 << 24
+
+
+@dataclass
+class _Scan:
+    """What one pass over the slices found: first position and count per kind, norms, worst diff."""
+
+    nan_first: int | None = None
+    nan_count: int = 0
+    bad_first: int | None = None
+    bad_count: int = 0
+    max_finite_diff: float | None = None
+    diff_sq: float = 0.0
+    ref_sq: float = 0.0
+    worst_diff: float = -1.0
+    worst_at: int = 0
+
+
 def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> tuple[str, dict] | None:
     """None when close. Else (kind, details): kind is 'nan' or 'mismatch', details localize the first
     bad element. Closeness is elementwise |g-e| <= atol + rtol|e| AND a scale-aware whole-output
     relative error ||g-e|| / ||e|| <= rtol, so a degenerate output cannot hide under atol."""
-    g = got.detach().to(torch.float64).cpu()
-    e = expected.detach().to(torch.float64).cpu()
-    g_nan, e_nan = torch.isnan(g), torch.isnan(e)
-    bad_nan = g_nan & ~e_nan
-    if bool(bad_nan.any()):
-        return "nan", _locate(bad_nan, g, e, "NaN where the reference is finite")
-    both_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))
-    diff = torch.where(both_inf | (g_nan & e_nan), torch.zeros_like(g), (g - e).abs())
-    bad = (diff > atol + rtol * e.abs()) | (e_nan & ~g_nan)
-    if bool(bad.any()):
-        details = _locate(bad, g, e, "outside tolerance")
-        details["max_abs_err"] = (
-            float(diff[torch.isfinite(diff)].max()) if torch.isfinite(diff).any() else None
+    g_all = got.detach().reshape(-1)
+    e_all = expected.detach().to(g_all.device).reshape(-1)
+    scan = _Scan()
+    for start in range(0, g_all.numel(), CHUNK):
+        _scan_slice(scan, g_all[start : start + CHUNK], e_all[start : start + CHUNK], start, rtol, atol)
+    shape = list(got.shape)
+    if scan.nan_count:
+        return "nan", _details(
+            g_all, e_all, shape, scan.nan_first, scan.nan_count, "NaN where the reference is finite"
         )
+    if scan.bad_count:
+        details = _details(g_all, e_all, shape, scan.bad_first, scan.bad_count, "outside tolerance")
+        details["max_abs_err"] = scan.max_finite_diff
         return "mismatch", details
-    finite = torch.isfinite(e) & torch.isfinite(g)
-    ref_norm = float(e[finite].norm()) if finite.any() else 0.0
+    ref_norm = scan.ref_sq**0.5
     if ref_norm > 0:
-        rel = float((g[finite] - e[finite]).norm()) / ref_norm
+        rel = scan.diff_sq**0.5 / ref_norm
         if rel > max(rtol, 1e-6):
-            worst = torch.zeros_like(bad)
-            worst.view(-1)[int(diff.view(-1).argmax())] = True
-            details = _locate(
-                worst, g, e, f"relative error {rel:.3g} over the whole output exceeds rtol {rtol}"
+            details = _details(
+                g_all,
+                e_all,
+                shape,
+                scan.worst_at,
+                1,
+                f"relative error {rel:.3g} over the whole output exceeds rtol {rtol}",
             )
             details["relative_error"] = rel
             return "mismatch", details
     return None
 
 
-def _locate(mask: torch.Tensor, g: torch.Tensor, e: torch.Tensor, what: str) -> dict[str, Any]:
-    flat = int(mask.reshape(-1).nonzero()[0].item())
-    index = list(torch.unravel_index(torch.tensor(flat), mask.shape)) if mask.dim() else []
-    index = [int(i) for i in index]
+def _scan_slice(
+    scan: _Scan, got: torch.Tensor, expected: torch.Tensor, offset: int, rtol: float, atol: float
+) -> None:
+    g = got.to(torch.float64)
+    e = expected.to(torch.float64)
+    g_nan, e_nan = torch.isnan(g), torch.isnan(e)
+    bad_nan = g_nan & ~e_nan
+    count = int(bad_nan.sum())
+    if count:
+        if scan.nan_first is None:
+            scan.nan_first = offset + int(bad_nan.nonzero()[0, 0])
+        scan.nan_count += count
+    both_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))
+    diff = torch.where(both_inf | (g_nan & e_nan), torch.zeros_like(g), (g - e).abs())
+    bad = (diff > atol + rtol * e.abs()) | (e_nan & ~g_nan)
+    count = int(bad.sum())
+    if count:
+        if scan.bad_first is None:
+            scan.bad_first = offset + int(bad.nonzero()[0, 0])
+        scan.bad_count += count
+    finite_diff = diff[torch.isfinite(diff)]
+    if finite_diff.numel():
+        top = float(finite_diff.max())
+        scan.max_finite_diff = top if scan.max_finite_diff is None else max(scan.max_finite_diff, top)
+    finite = torch.isfinite(e) & torch.isfinite(g)
+    scan.ref_sq += float(e[finite].square().sum())
+    scan.diff_sq += float((g[finite] - e[finite]).square().sum())
+    if diff.numel():
+        at = int(diff.argmax())
+        value = float(diff[at])
+        if value > scan.worst_diff:
+            scan.worst_diff, scan.worst_at = value, offset + at
+
+
+def _details(
+    g: torch.Tensor, e: torch.Tensor, shape: list[int], flat: int, count: int, what: str
+) -> dict[str, Any]:
+    index = []
+    rest = flat
+    for size in reversed(shape):
+        index.append(rest % size)
+        rest //= size
     return {
-        "index": index,
-        "got": _num(g.reshape(-1)[flat]),
-        "expected": _num(e.reshape(-1)[flat]),
-        "count": int(mask.sum()),
-        "numel": int(mask.numel()),
+        "index": index[::-1],
+        "got": _num(g[flat]),
+        "expected": _num(e[flat]),
+        "count": count,
+        "numel": int(g.numel()),
         "what": what,
     }
 

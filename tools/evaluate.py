@@ -238,6 +238,8 @@ class Evaluator:
         self.root = root
         self._server: TimingServer | None = None
         self.calls = 0
+        # wall seconds per phase over this evaluator's life: where a batch's time goes
+        self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
         self.hidden_shapes = draw_hidden_shapes(task, self.device, self.settings)
         self.sandbox = sandbox.describe(self.device)
 
@@ -304,6 +306,8 @@ class Evaluator:
             (scratch / "triton_cache").mkdir(parents=True)
             jobs[i] = self._job(cand, scratch)
 
+        checking = time.perf_counter()
+        self.phase_seconds["static"] += checking - started
         checked: dict[int, dict] = {}
         workers = self.settings.parallel or _default_parallel(self.device)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -318,6 +322,8 @@ class Evaluator:
                     if on_result:
                         on_result(i, results[i])
 
+        timing = time.perf_counter()
+        self.phase_seconds["check"] += timing - checking
         if self.device == "cuda":
             for i, job in jobs.items():
                 if checked[i].get("verdict") != "pass":
@@ -333,6 +339,7 @@ class Evaluator:
                 results[i] = self._finish(candidates[i], checked[i], timed, baseline)
                 if on_result:
                     on_result(i, results[i])
+        self.phase_seconds["timing"] += time.perf_counter() - timing
         elapsed = time.perf_counter() - started
         final = [r for r in results if r is not None]
         for r in final:

@@ -12,8 +12,8 @@ import torch
 
 @dataclass
 class TimingSettings:
-    warmup_ms: float = 25.0
-    rep_ms: float = 40.0
+    warmup_ms: float = 10.0
+    rep_ms: float = 30.0
     repeats: int = 3
     unstable_spread: float = 1.15
     copy_bytes: int = 1 << 30
