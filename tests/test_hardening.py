@@ -131,3 +131,16 @@ def test_reference_that_raises_is_a_task_error_with_exit_2():
     )
     assert out.returncode == 2
     assert "reference raised" in out.stderr and "not implemented for this layout" in out.stderr
+
+
+def test_the_sandbox_lets_triton_build_its_gpu_launcher_key(tmp_path):
+    """Triton's driver keys its launcher builds on platform.architecture(), which runs `file`: the
+    worker's sandbox must allow it (a GPU-only path, checked here without a GPU)."""
+    code = (
+        "import platform, sys; from pathlib import Path; from tools.sandbox import install_audit_hook; "
+        f"install_audit_hook([Path({str(tmp_path)!r})]); print(platform.architecture(sys.executable)); "
+        "import subprocess; subprocess.run(['curl', '--version'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=HERE.parent, capture_output=True, text=True)
+    assert "bit" in done.stdout, done.stderr
+    assert "starting 'curl' refused" in done.stderr

@@ -42,6 +42,7 @@ ALLOWED_PROGRAMS = frozenset(
         "ldconfig",
         "ldconfig.real",
         "uname",
+        "file",  # platform.architecture(), which Triton's launcher build key calls
     }
 )
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC

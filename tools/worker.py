@@ -724,7 +724,11 @@ def _set_triton_cache(path: str) -> None:
 
 def _enter_sandbox() -> None:
     """From here on, writes outside the scratch folder, sockets and foreign programs are refused."""
+    import platform
+
     import triton  # noqa: F401  (imported before the hook: it sets up its own folders)
+
+    platform.architecture()  # runs `file` once; Triton keys its launcher builds on it
 
     writable = [Path.cwd()]
     for var in ("TRITON_CACHE_DIR", "TMPDIR"):
