@@ -3,6 +3,7 @@ candidate still passes in the same session afterwards."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,39 @@ def test_the_sandbox_lets_triton_build_its_gpu_launcher_key(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=HERE.parent, capture_output=True, text=True)
     assert "bit" in done.stdout, done.stderr
     assert "starting 'curl' refused" in done.stderr
+
+
+AOT_COMPILE = """
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tools.worker import _enter_sandbox
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n) * 2, mask=o < n)
+
+_enter_sandbox()
+src = ASTSource(fn=double, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 128})
+kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32))
+print("cubin bytes", len(kernel.asm["cubin"]))
+import os
+os.posix_spawn("/usr/bin/curl", ["curl"], {})
+"""
+
+
+def test_the_sandbox_lets_triton_run_ptxas_for_an_sm90_cubin(tmp_path):
+    """The GPU compile path without a GPU: Triton lowers a kernel to an sm_90 cubin (ptxas runs through
+    posix_spawn) inside the worker's sandbox; spawning any other program stays refused."""
+    scratch = tmp_path / "scratch"
+    (scratch / "tmp").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(
+        TRITON_CACHE_DIR=str(scratch / "cache"), TMPDIR=str(scratch / "tmp"), PYTHONPATH=str(HERE.parent)
+    )
+    script = scratch / "aot.py"
+    script.write_text(AOT_COMPILE)
+    done = subprocess.run([sys.executable, str(script)], cwd=scratch, env=env, capture_output=True, text=True)
+    assert "cubin bytes" in done.stdout, done.stderr[-3000:]
+    assert "os.posix_spawn refused" in done.stderr

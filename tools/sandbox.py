@@ -68,6 +68,8 @@ _PROCESS_EVENTS = frozenset(
         "os.startfile",
     }
 )
+# Events that start a named program: allowed for the programs above, like subprocess.Popen.
+_SPAWN_EVENTS = frozenset({"os.posix_spawn", "os.exec"})
 _PATH_EVENTS = frozenset(
     {
         "os.remove",
@@ -87,6 +89,13 @@ _PATH_EVENTS = frozenset(
 
 class SandboxViolation(ForbiddenOperation):
     """The candidate tried to leave its sandbox (error_type forbidden_construct)."""
+
+
+def _program(path: object) -> str:
+    try:
+        return os.path.basename(os.fsdecode(path)) if path else ""  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
 
 
 def install_audit_hook(writable: list[Path]) -> None:
@@ -112,9 +121,11 @@ def install_audit_hook(writable: list[Path]) -> None:
         elif event in _SOCKET_EVENTS:
             raise SandboxViolation("sandbox: network access refused")
         elif event == "subprocess.Popen":
-            program = os.path.basename(os.fsdecode(args[0])) if args[0] else ""
+            program = _program(args[0])
             if program not in ALLOWED_PROGRAMS:
                 raise SandboxViolation(f"sandbox: starting {program or args[1]!r} refused")
+        elif event in _SPAWN_EVENTS and args and _program(args[0]) in ALLOWED_PROGRAMS:
+            return  # the exec behind an allowed subprocess.Popen (posix_spawn with close_fds=False)
         elif event in _PROCESS_EVENTS:
             raise SandboxViolation(f"sandbox: {event} refused")
         elif (
