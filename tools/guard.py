@@ -122,6 +122,19 @@ class LaunchRecorder:
         self.launches: list[dict[str, Any]] = []
         self.compiled: dict[str, Any] = {}
         self._wrapped: list[tuple[Any, Any]] = []
+        self.expected_stream: int | None = None
+        self.stream_escapes: list[str] = []  # kernels launched on another stream than launch()'s caller
+
+    @contextmanager
+    def on_caller_stream(self) -> Any:
+        """Within the block, every launch must go to the stream current at entry: work queued on a
+        side stream is not ordered with the caller's events or graph capture, so it escapes timing."""
+        previous = self.expected_stream
+        self.expected_stream = _current_stream()
+        try:
+            yield
+        finally:
+            self.expected_stream = previous
 
     def wrap_module(self, module: Any) -> list[str]:
         from triton.runtime.jit import KernelInterface
@@ -141,6 +154,8 @@ class LaunchRecorder:
             with _disable_current_modes():
                 compiled = original_run(*args, grid=grid, warmup=warmup, **kwargs)
             if not warmup:
+                if recorder.expected_stream is not None and _current_stream() != recorder.expected_stream:
+                    recorder.stream_escapes.append(attr)
                 recorder.launches.append({"name": attr, "grid": _grid_tuple(grid, args, kwargs, kernel)})
                 if compiled is not None and hasattr(compiled, "n_regs"):
                     recorder.compiled[attr] = compiled  # the specialization this launch used
@@ -151,6 +166,13 @@ class LaunchRecorder:
 
     def count(self) -> int:
         return len(self.launches)
+
+
+def _current_stream() -> int | None:
+    """The CUDA stream Triton launches on now (None without an initialized GPU)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.current_stream().cuda_stream
+    return None
 
 
 def _grid_tuple(grid: Any, args: tuple, kwargs: dict, kernel: Any) -> list[int] | None:

@@ -156,10 +156,11 @@ def guarded_call(
     before = recorder.count()
     guard = TorchOpGuard(poison=poison)
     try:
-        with watched_threads() as started, guard:
+        with watched_threads() as started, guard, recorder.on_caller_stream():
             out = module.launch(*inputs, **config)
     except Exception as exc:
         raise _classify_exception(exc, stage) from None
+    _no_side_stream(recorder, stage)
     if started:
         raise StageFailure(
             stage, "forbidden_construct", f"launch() started a background thread ({started[0]})"
@@ -168,6 +169,16 @@ def guarded_call(
         raise StageFailure(stage, "no_kernel_launched", "launch() returned without launching a Triton kernel")
     _sync()
     return as_tuple(out)
+
+
+def _no_side_stream(recorder: LaunchRecorder, stage: str) -> None:
+    if recorder.stream_escapes:
+        raise StageFailure(
+            stage,
+            "forbidden_construct",
+            f"launch() ran {recorder.stream_escapes[0]} on another CUDA stream than its caller's: "
+            "work on a side stream escapes the caller's events and graph capture, so it escapes timing",
+        )
 
 
 def _sync() -> None:
@@ -413,13 +424,15 @@ def timing_stage(
 
         def fn(inputs: tuple = inputs, calls: list = calls) -> Any:
             calls[0] += 1
-            return module.launch(*inputs, **config)
+            with recorder.on_caller_stream():
+                return module.launch(*inputs, **config)
 
         before = recorder.count()
         try:
             timed = time_fn(fn, settings)
         except Exception as exc:
             raise _classify_exception(exc, "timing") from None
+        _no_side_stream(recorder, "timing")
         if recorder.count() - before < calls[0]:
             raise StageFailure(
                 "timing",
@@ -508,9 +521,11 @@ def run_check(job: dict) -> dict:
     """Compile + correctness (+ interpreter timing on CPU) for one candidate."""
     device = job["device"]
     result: dict[str, Any] = {"device": device_info(device)}
+    snapshot = tamper_snapshot()
     try:
         task = load_task(job["task"])
         module, recorder = load_candidate(Path(job["candidate"]), f"candidate_{job['identity']}")
+        _untampered(snapshot, "compile")
         limits = device_limits(device)
         result["resources"] = compile_stage(task, module, recorder, job["config"], device, limits)
         checks = correctness_stage(
@@ -525,6 +540,7 @@ def run_check(job: dict) -> dict:
             rows, grids = interpreter_timing(task, module, recorder, job["config"])
             result["metrics"] = {"per_shape": rows, "runs": 3}
             result["resources"]["kernels"] = merge_launch_resources(grids, result["resources"]["kernels"])
+        _untampered(snapshot, "correctness")
         result.update(verdict="pass", stage="correctness")
     except StageFailure as failure:
         result.update(_failure(failure))
@@ -538,6 +554,7 @@ def run_timing(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
     try:
         task = load_task(job["task"])
         module, recorder = load_candidate(Path(job["candidate"]), f"timed_{job['identity']}_{time.time_ns()}")
+        _untampered(snapshot, "timing")  # before timing: a patched timer can also stall it
         result["metrics"], result["grids"] = timing_stage(task, module, recorder, job["config"], settings)
         result.update(verdict="pass", stage="timing")
     except StageFailure as failure:
@@ -553,6 +570,12 @@ def run_timing(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
         )
         result["tampered"] = True
     return result
+
+
+def _untampered(snapshot: dict, stage: str) -> None:
+    changed = tampered(snapshot)
+    if changed:
+        raise StageFailure(stage, "forbidden_construct", f"the candidate patched {', '.join(changed)}")
 
 
 def _failure(failure: StageFailure) -> dict:
