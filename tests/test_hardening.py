@@ -181,3 +181,18 @@ def test_the_sandbox_lets_triton_run_ptxas_for_an_sm90_cubin(tmp_path):
     done = subprocess.run([sys.executable, str(script)], cwd=scratch, env=env, capture_output=True, text=True)
     assert "cubin bytes" in done.stdout, done.stderr[-3000:]
     assert "os.posix_spawn refused" in done.stderr
+
+
+def test_a_huge_host_allocation_inside_launch_is_stopped_before_it_is_touched(monkeypatch):
+    """GPU workers have no address-space limit; the op guard caps host allocations instead (the
+    poison fill would otherwise touch every page of a terabyte tensor)."""
+    import torch
+
+    from tools import guard
+
+    monkeypatch.setattr(guard, "HOST_ALLOCATION_LIMIT", 1 << 20)
+    with pytest.raises(MemoryError, match="out of memory: launch\\(\\) allocated"), guard.TorchOpGuard():
+        torch.empty((1 << 19,), dtype=torch.float32)  # 2 MiB
+    with guard.TorchOpGuard():
+        small = torch.empty((1 << 17,), dtype=torch.float32)  # 512 KiB: allowed, and poisoned
+    assert torch.isnan(small).all()

@@ -143,6 +143,14 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
 
 
 def _died(returncode: int | None, output: str, stage: str) -> dict:
+    if returncode == -signal.SIGXCPU:
+        return {
+            "verdict": "fail",
+            "stage": stage,
+            "error_type": "timeout",
+            "message": "the worker used up its CPU-time limit (SIGXCPU): the candidate computes on the host",
+            "log": output[-20000:],
+        }
     if returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name
         message = f"the worker died with {name} (e.g. an out-of-bounds access)"

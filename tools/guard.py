@@ -88,6 +88,20 @@ def _op_name(func: Any) -> str:
     return f"{base}.{overload}"
 
 
+# Host memory one allocation inside launch() may take. GPU workers run without an address-space
+# limit (CUDA reserves terabytes of virtual memory), so without this cap a host tensor of terabytes
+# would be poison-filled page by page until the machine ran out of memory.
+HOST_ALLOCATION_LIMIT = 16 << 30
+
+
+def _check_host_allocation(out: torch.Tensor) -> None:
+    if out.device.type == "cpu" and out.untyped_storage().nbytes() > HOST_ALLOCATION_LIMIT:
+        raise MemoryError(
+            f"out of memory: launch() allocated {out.untyped_storage().nbytes() / 2**30:.0f} GiB of host "
+            f"memory; a candidate may take at most {HOST_ALLOCATION_LIMIT / 2**30:.0f} GiB at once"
+        )
+
+
 class TorchOpGuard(TorchDispatchMode):
     """Allow-list torch ops inside launch(); poison fresh floating-point allocations."""
 
@@ -108,6 +122,7 @@ class TorchOpGuard(TorchDispatchMode):
             )
         out = func(*args, **kwargs)
         if name in _ALLOC_OPS and isinstance(out, torch.Tensor):
+            _check_host_allocation(out)
             if self.poison is not None and out.is_floating_point() and out.numel():
                 out.fill_(self.poison)
             self.allocations.append(out)

@@ -98,6 +98,8 @@ def _classify_exception(exc: BaseException, stage: str) -> StageFailure:
         return StageFailure("compile", "resource_limit", _first_line(text), log)
     if names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}:
         return StageFailure("compile", "compile_error", _first_line(text), log)
+    if any(isinstance(e, MemoryError) for e in chain):
+        return StageFailure(stage, "runtime_error", "host " + _first_line(text), log)
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
         return StageFailure(stage, "runtime_error", "CUDA out of memory: " + _first_line(text), log)
     return StageFailure(stage, "runtime_error", f"{type(exc).__name__}: {_first_line(text)}", log)
