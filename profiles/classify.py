@@ -224,7 +224,16 @@ def _access_pattern_weak(m: dict, t: dict) -> Verdict | None:
     lines = [f"{name} throughput {_pct(caches[key])} while DRAM is only {_pct(dram)}: caches busy, DRAM not"]
     if m.get("l1_hit_pct") is not None:
         lines.append(f"L1 hit rate {_pct(m['l1_hit_pct'])}, L2 hit rate {_pct(m.get('l2_hit_pct') or 0)}")
-    lines.append("no sector-efficiency counters in this report to confirm uncoalesced access")
+    sectors = _known(m, "global_load_efficiency_pct", "global_store_efficiency_pct")
+    if sectors:
+        # Coalesced accesses that still keep the caches busy: the same data is fetched again and again
+        # (several programs re-reading one tile through L2), a reuse problem rather than a stride one.
+        used = ", ".join(f"{'load' if 'load' in k else 'store'} {_pct(v)}" for k, v in sectors.items())
+        lines.append(
+            f"sectors are used ({used}): the traffic is repeated reads of the same data, not strides"
+        )
+    else:
+        lines.append("no sector-efficiency counters in this report to confirm uncoalesced access")
     return Verdict(label="memory_access_pattern", confidence=rule["confidence"], evidence=lines)
 
 
