@@ -274,6 +274,7 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
     import torch
     import triton
 
+    from tools.compare import compare
     from tools.task import import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
     from tools.worker import bytes_moved
@@ -307,7 +308,12 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
                 for _ in range(3):  # compile, autotune, record CUDA graphs where the method does
                     got = _tuple(fn(*inputs))
                 for g, e in zip(got, expected, strict=True):
-                    torch.testing.assert_close(g.float(), e.float(), rtol=rtol, atol=atol)
+                    found = compare(g, e, rtol, atol)  # the evaluator's own rule, for every method
+                    if found is not None:
+                        kind, where = found
+                        raise AssertionError(
+                            f"{kind} at {where['index']}: got {where['got']}, expected {where['expected']}"
+                        )
                 timed = time_fn(lambda fn=fn, inputs=inputs: fn(*inputs), settings)
                 moved = bytes_moved(task, inputs, got)
                 gbps = moved / (timed.median_us * 1e-6) / 1e9
