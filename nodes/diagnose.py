@@ -132,19 +132,30 @@ def largest_workload(task: Task, device: str) -> tuple[dict[str, int], str]:
     return max(task.workload(device), key=lambda sd: math.prod(sd[0].values()))
 
 
+def profiled_workload(task: Task, device: str, result: Any) -> tuple[dict[str, int], str]:
+    """The shape to profile: on a GPU the one furthest below the roofline (the most headroom for the
+    geomean objective: gqa_decode at B=1 is starved of programs while B=128 is not), else the largest.
+    Interpreter times say nothing about the roofline, so CPU runs profile the largest shape."""
+    rows = [r for r in (result.metrics.per_shape if result is not None else []) if r.roofline_pct]
+    if device != "cuda" or not rows:
+        return largest_workload(task, device)
+    worst = min(rows, key=lambda r: (r.roofline_pct, -math.prod(r.shape.values())))
+    return dict(worst.shape), worst.dtype
+
+
 def take_snapshot(
     state: dict[str, Any], task: Task, best: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
-    """(snapshot of the best at the largest workload shape, why ncu was not used or "")."""
+    """(snapshot of the best at the shape with the most headroom, why ncu was not used or "")."""
     device = state["device"]
-    shape, dtype = largest_workload(task, device)
+    result = load_result(state["run_dir"], best["identity"])
+    shape, dtype = profiled_workload(task, device, result)
     note = ""
     wanted = state["settings"]["profiler"]["ncu"]
     if device == "cuda" and wanted and not state.get("profiler", {}).get("ncu_unavailable"):
         snap, note = _ncu_snapshot(state, task, best, shape, dtype)
         if snap is not None:
             return snap, ""
-    result = load_result(state["run_dir"], best["identity"])
     if result is None:
         return None, note
     sm_count = state["settings"]["device_limits"]["sm_count"]
