@@ -4,6 +4,7 @@ candidate still passes in the same session afterwards."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,56 @@ def test_a_huge_host_allocation_inside_launch_is_stopped_before_it_is_touched(mo
     with guard.TorchOpGuard():
         small = torch.empty((1 << 17,), dtype=torch.float32)  # 512 KiB: allowed, and poisoned
     assert torch.isnan(small).all()
+
+
+PROFILE_TARGET = """
+import sys
+from pathlib import Path
+from tools.profile_target import enter_sandbox
+
+folder = enter_sandbox(sys.argv[1])
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + o, tl.load(x_ptr + o, mask=o < n) * 2, mask=o < n)
+
+src = ASTSource(fn=double, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 128})
+triton.compile(src, target=GPUTarget("cuda", 90, 32))
+print("compiled into", sorted(p.name for p in folder.iterdir()))
+from tools.task import import_file, load_task
+task = load_task(sys.argv[3])
+import_file(task.path(task.baseline_name), "profiled_baseline")
+print("task loaded")
+open(sys.argv[2], "w").write("overwritten by the profiled candidate")
+"""
+
+
+def test_the_profiled_candidate_runs_in_the_sandbox_too(tmp_path):
+    """ncu runs the candidate's code again (tools/profile_target.py): Triton still compiles there, into
+    the scratch folder, and a write into the run folder is refused."""
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    report = run_folder / "report.json"
+    report.write_text("{}")
+    script = tmp_path / "target.py"
+    script.write_text(PROFILE_TARGET)
+    task_copy = run_folder / "task"  # no __pycache__ yet: importing must not try to write one
+    shutil.copytree(
+        HERE.parent / "tasks" / "add_rmsnorm", task_copy, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(HERE.parent)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "scratch"), str(report), str(task_copy)],
+        cwd=HERE.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert "compiled into" in done.stdout and "triton_cache" in done.stdout, done.stderr[-3000:]
+    assert "outside the scratch folder refused" in done.stderr
+    assert report.read_text() == "{}" and "task loaded" in done.stdout

@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -258,4 +259,5 @@ def profile_candidate(
     """Profile one candidate at one shape (its kernels' launches after warm-up) into ``out_csv``."""
     names = kernel_names(Path(candidate_path).read_text())
     target = profile_target_command(task_dir, candidate_path, config, shape, dtype)
-    return run_ncu(target, names, out_csv, page=page, timeout_s=timeout_s)
+    with tempfile.TemporaryDirectory(prefix="ka-profile-") as scratch:  # the sandboxed target's cache
+        return run_ncu([*target, "--scratch", scratch], names, out_csv, page=page, timeout_s=timeout_s)

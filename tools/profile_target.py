@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from tools.task import import_file, load_task, torch_dtype
@@ -34,6 +36,24 @@ def profile_once(
     torch.cuda.profiler.stop()
 
 
+def enter_sandbox(scratch: str | None) -> Path:
+    """The candidate's code runs here as in the evaluator's workers: in a scratch folder that holds its
+    Triton cache and temp files, under the same audit hook (no writes elsewhere, no sockets, no foreign
+    programs), so profiling an untrusted kernel cannot touch the run folder or the case library."""
+    from tools.worker import _enter_sandbox, _set_triton_cache
+
+    sys.dont_write_bytecode = True  # no __pycache__ beside the task or the candidate
+    folder = Path(scratch) if scratch else Path(tempfile.mkdtemp(prefix="ka-profile-"))
+    (folder / "tmp").mkdir(parents=True, exist_ok=True)
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton_cache")
+    os.environ["TMPDIR"] = str(folder / "tmp")
+    tempfile.tempdir = None
+    _set_triton_cache(os.environ["TRITON_CACHE_DIR"])
+    os.chdir(folder)
+    _enter_sandbox()
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.profile_target", description=__doc__.splitlines()[0]
@@ -44,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", required=True, help='JSON object, e.g. {"M": 4096, "N": 4096}')
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--scratch", default=None, help="folder for the candidate's cache and temp files")
     args = parser.parse_args(argv)
+    enter_sandbox(args.scratch)
     profile_once(
         args.task, args.candidate, json.loads(args.config), json.loads(args.shape), args.dtype, args.warmup
     )
