@@ -48,6 +48,7 @@ class SearchSettings(_Strict):
     prune_below_baseline: float = Field(ge=0, le=1)
     restart_fraction: float = Field(ge=0, le=1)
     plateau_restart_fraction: float = Field(ge=0, le=1)
+    plateau_improvement: float = Field(default=0.01, ge=0, lt=1)
     near_roofline_pct: float = Field(gt=0)
 
 

@@ -135,6 +135,11 @@ def test_a_winning_add_rmsnorm_table_over_two_sources_passes_the_evaluator_and_d
     assert report.table_wins and summary.dispatch == "table"
     assert summary.sources == ["baseline.py", "multirow.py"]
     assert [b.choice.identity for b in report.table] == ["a1", "b2", "c4"]
+    # The module a user takes home is tidy: imports grouped as isort does, nothing unused.
+    (tmp_path / "tidy.py").write_text(text)
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "I,F", str(tmp_path / "tidy.py")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert lint.returncode == 0, lint.stdout
 
     # A candidate of the task like any other: the evaluator runs it with the single config.
     verdict = evaluate(task, text, summary.config, device="cpu", module=summary.module)

@@ -208,9 +208,16 @@ def merge_sources(
         if bound.setdefault(name, text) != text:
             raise ExportError(f"a source binds {name} to something other than the module {name}")
         imports += [text] if text not in imports else []
-    order = {"import math": 0, "import functools": 0}
-    head = futures + [""] * bool(futures) + sorted(imports, key=lambda t: (order.get(t, 1), t))
+    # isort's layout: standard library, a blank line, then third-party (torch, triton)
+    stdlib = sorted(t for t in imports if _top_module(t) in sys.stdlib_module_names)
+    third = sorted(t for t in imports if t not in stdlib)
+    head = futures + [""] * bool(futures) + stdlib + [""] * bool(stdlib and third) + third
     return "\n".join(head) + "\n", bodies, launchers
+
+
+def _top_module(statement: str) -> str:
+    """'import triton.language as tl' -> 'triton'; 'from math import inf' -> 'math'."""
+    return statement.split()[1].split(".")[0]
 
 
 # -- where the shape dims live in the inputs -----------------------------------------------------------
@@ -305,7 +312,7 @@ def render_module(
         "Needs only torch and triton.\n"
         '"""\n\n'
     )
-    parts = [doc + imports, *(bodies[e.tag] for e in unique)]
+    parts = [doc + imports.rstrip("\n"), *(bodies[e.tag] for e in unique)]  # one blank line after the imports (isort)
     sep = f"# {'-' * 98}\n"
     if not table:
         parts.append(

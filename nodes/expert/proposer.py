@@ -184,7 +184,8 @@ class ExpertProposer:
         return passing[: self.search["top_k"]]
 
     def _restart_fraction(self, ctx: AgentContext) -> float:
-        plateau = _rounds_without_improvement(ctx.history) >= 1 and ctx.round > 2
+        threshold = self.search["plateau_improvement"]
+        plateau = _rounds_without_improvement(ctx.history, threshold) >= 1 and ctx.round > 2
         return self.search["plateau_restart_fraction" if plateau else "restart_fraction"]
 
     def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
