@@ -312,7 +312,10 @@ def render_module(
         "Needs only torch and triton.\n"
         '"""\n\n'
     )
-    parts = [doc + imports.rstrip("\n"), *(bodies[e.tag] for e in unique)]  # one blank line after the imports (isort)
+    parts = [
+        doc + imports.rstrip("\n"),
+        *(bodies[e.tag] for e in unique),
+    ]  # one blank line after the imports (isort)
     sep = f"# {'-' * 98}\n"
     if not table:
         parts.append(
