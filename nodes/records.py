@@ -107,6 +107,14 @@ def attempt_record(
 
 
 def with_log(attempt: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
-    """The attempt plus the evaluator's full log (what the proposer reads in fix mode)."""
+    """The attempt plus the evaluator's full log and the failing source (what the proposer reads in fix
+    mode), from the run folder, so a run resumed in a new process still has both."""
     result = load_result(run_dir, attempt["identity"])
-    return {**attempt, "log": result.log if result else "", "details": result.details if result else {}}
+    candidate = Path(run_dir) / attempt["candidate"] if attempt.get("candidate") else None
+    source = candidate.read_text() if candidate is not None and candidate.is_file() else ""
+    return {
+        **attempt,
+        "log": result.log if result else "",
+        "details": result.details if result else {},
+        "source": source,
+    }

@@ -182,3 +182,16 @@ def test_in_a_terminal_the_cli_asks_and_applies_the_answer(tmp_path):
         os.close(main)
     assert b"unknown search-space key" in seen
     assert json.loads((run_dir / "report.json").read_text())["status"] == "stopped_by_human"
+
+
+def test_fix_mode_reads_the_failing_source_from_the_run_folder(tmp_path):
+    """After a resume in a new process the proposer has no memory of what it wrote: the failure handed
+    to fix mode carries its source, read back from the run folder."""
+    from nodes.records import with_log
+
+    (tmp_path / "candidates").mkdir()
+    (tmp_path / "candidates" / "abc.py").write_text("def launch(x):\n    return x  # broken\n")
+    attempt = {"identity": "abc", "candidate": "candidates/abc.py", "verdict": "fail"}
+    failure = with_log(attempt, tmp_path)
+    assert failure["source"].startswith("def launch(x)") and failure["log"] == ""
+    assert with_log({"identity": "gone", "verdict": "fail"}, tmp_path)["source"] == ""
