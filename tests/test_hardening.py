@@ -250,3 +250,38 @@ def test_the_profiled_candidate_runs_in_the_sandbox_too(tmp_path):
     assert "compiled into" in done.stdout and "triton_cache" in done.stdout, done.stderr[-3000:]
     assert "outside the scratch folder refused" in done.stderr
     assert report.read_text() == "{}" and "task loaded" in done.stdout
+
+
+NATIVE_AND_HANDLES = {
+    "native code through Triton's builder": "triton.runtime.build.compile_module_from_src('int x;', 'm')",
+    "os reached through a module": "triton.language.core.os.system('id')",
+    "a compiled kernel's handle on a stream": "axpy_kernel[(1,)](x, y, out, n, 2.0, BLOCK=128)[(1,)](x, y, out, n, 2.0, stream=0)",
+    "an explicit stream keyword": "axpy_kernel[(1,)](x, y, out, n, 2.0, BLOCK=128, stream=0)",
+    "warmup handle": "axpy_kernel.warmup(x, y, out, n, 2.0, BLOCK=128, grid=(1,))",
+}
+
+
+@pytest.mark.parametrize("what", NATIVE_AND_HANDLES)
+def test_native_code_and_unrecorded_launch_paths_are_refused_statically(what):
+    from tools.static_check import check_source
+
+    source = (
+        "import triton\nimport triton.language as tl\nimport torch\n\n\n@triton.jit\n"
+        "def axpy_kernel(x_ptr, y_ptr, out_ptr, n, a, BLOCK: tl.constexpr):\n    pass\n\n\n"
+        "def launch(x, y):\n    out = torch.empty_like(x)\n    n = x.numel()\n"
+        f"    axpy_kernel[(1,)](x, y, out, n, 2.0, BLOCK=128)\n    {NATIVE_AND_HANDLES[what]}\n    return out\n"
+    )
+    report = check_source(source)
+    assert not report.ok and report.error_type == "forbidden_construct", (what, report.message)
+
+
+@pytest.mark.parametrize(
+    "line", ["from triton.runtime import build", "from triton import runtime", "import triton.compiler"]
+)
+def test_imports_beyond_the_kernel_language_are_refused(line):
+    from tools.static_check import check_source
+
+    report = check_source(
+        f"{line}\nimport triton\n\n\n@triton.jit\ndef k(x):\n    pass\n\n\ndef launch(x):\n    k[(1,)](x)\n"
+    )
+    assert report.error_type == "forbidden_construct", report.message

@@ -58,6 +58,11 @@ ALLOWED_TORCH_ATTRS = ALLOWED_TORCH_CALLS | frozenset(
         "contiguous_format",
     }
 )
+# triton.<name> a candidate may use: the kernel language and its decorators. triton.runtime, .compiler,
+# .backends, .knobs and friends build and load native code (compile_module_from_src runs any C).
+ALLOWED_TRITON_ATTRS = frozenset(
+    {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language", "constexpr"}
+)
 FORBIDDEN_NAMES = frozenset(
     {
         "exec",
@@ -110,6 +115,19 @@ FORBIDDEN_ATTRS = frozenset(
         "item",
         "numpy",
         "cpu",
+        # native code and the launch machinery: a compiled kernel's handle can launch on any stream,
+        # unrecorded; the runtime builds and loads C; os/sys/subprocess are reachable through modules
+        "runtime",
+        "build",
+        "driver",
+        "knobs",
+        "compiler",
+        "backends",
+        "warmup",
+        "run",
+        "os",
+        "sys",
+        "subprocess",
     }
 )
 
@@ -179,6 +197,19 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     )
                 if name.startswith("triton.testing") or name.startswith("torch.cuda"):
                     return _fail("forbidden_construct", f"import of {name!r}", node, source)
+                if name.startswith("triton.") and not name.startswith("triton.language"):
+                    return _fail(
+                        "forbidden_construct", f"import of {name!r} (only triton.language)", node, source
+                    )
+            if isinstance(node, ast.ImportFrom) and node.module == "triton":
+                for alias in node.names:
+                    if alias.name not in ALLOWED_TRITON_ATTRS:
+                        return _fail(
+                            "forbidden_construct",
+                            f"from triton import {alias.name} (kernel language only)",
+                            node,
+                            source,
+                        )
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             return _fail("forbidden_construct", f"use of {node.id}()", node, source)
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
@@ -197,6 +228,19 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                 "forbidden_construct", "class definitions (tensor subclasses, lazy results)", node, source
             )
         elif isinstance(node, ast.Call):
+            if any(k.arg == "stream" for k in node.keywords):
+                return _fail(
+                    "forbidden_construct", "a launch on an explicit stream (escapes the timing)", node, source
+                )
+            if isinstance(node.func, ast.Subscript) and not (
+                isinstance(node.func.value, ast.Name) and node.func.value.id in kernels
+            ):
+                return _fail(
+                    "forbidden_construct",
+                    "launches are kernel[grid](...) on a @triton.jit function of this module",
+                    node,
+                    source,
+                )
             name = _dotted(node.func)
             if (
                 name.startswith("torch.")
@@ -209,6 +253,15 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     node,
                     source,
                 )
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "triton"
+            and node.attr not in ALLOWED_TRITON_ATTRS
+        ):
+            return _fail(
+                "forbidden_construct", f"triton.{node.attr} is not available to candidates", node, source
+            )
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
