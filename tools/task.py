@@ -33,6 +33,9 @@ class Tolerance(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rtol: float = Field(ge=0)
     atol: float = Field(ge=0)
+    # "row": rtol also scales with the RMS of the expected output's row (last dim), for ops whose rows
+    # mix large and near-zero values computed together (attention over V with large entries).
+    scale: Literal["element", "row"] = "element"
 
 
 class Constraints(BaseModel):
@@ -200,6 +203,10 @@ class Task:
         """(shape, dtype) pairs checked for correctness only."""
         extra = self.spec.check_shapes if device != "cpu" or self.spec.cpu_shapes else []
         return [(shape, dtype) for shape in extra for dtype in self.dtypes]
+
+    @property
+    def row_scaled(self) -> bool:
+        return self.spec.tolerance is not None and self.spec.tolerance.scale == "row"
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         if self.spec.tolerance is not None:

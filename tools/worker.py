@@ -297,9 +297,9 @@ def correctness_stage(
                 buf.copy_(new)
             expected_new = _reference(task, inputs, shape)
             out_new = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-            problem = _first_problem(out_new, expected_new, inputs, rtol, atol)
+            problem = _first_problem(out_new, expected_new, inputs, rtol, atol, task.row_scaled)
             if problem is not None:
-                stale = _first_problem(out_new, expected, inputs, rtol, atol) is None
+                stale = _first_problem(out_new, expected, inputs, rtol, atol, task.row_scaled) is None
                 if stale:
                     raise StageFailure(
                         "correctness",
@@ -324,12 +324,14 @@ def correctness_stage(
     return checks
 
 
-def _first_problem(got: tuple, expected: tuple, inputs: tuple, rtol: float, atol: float) -> tuple | None:
+def _first_problem(
+    got: tuple, expected: tuple, inputs: tuple, rtol: float, atol: float, row_scale: bool = False
+) -> tuple | None:
     structural = check_structure(got, expected, inputs)
     if structural is not None:
         return (structural.error_type, structural.message, structural.details)
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        found = compare(g, e, rtol, atol)
+        found = compare(g, e, rtol, atol, row_scale)
         if found is not None:
             return (found[0], i, found[1])
     return None
@@ -347,7 +349,7 @@ def _check(
     atol: float,
     where: dict,
 ) -> None:
-    problem = _first_problem(out, expected, inputs, rtol, atol)
+    problem = _first_problem(out, expected, inputs, rtol, atol, task.row_scaled)
     if problem is None:
         return
     kind, second, details = problem
@@ -447,7 +449,7 @@ def timing_stage(
         out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
         grids.extend(_grids(recorder, mark, shape, config))
         rtol, atol = task.tolerance(dtype)
-        problem = _first_problem(out, expected, inputs, rtol, atol)
+        problem = _first_problem(out, expected, inputs, rtol, atol, task.row_scaled)
         if problem is not None:
             raise StageFailure(
                 "timing",
@@ -675,7 +677,7 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                     out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
                     grids[i].extend(_grids(recorder, mark, shape, config))
                     rtol, atol = task.tolerance(dtype)
-                    if _first_problem(out, expected, inputs, rtol, atol) is not None:
+                    if _first_problem(out, expected, inputs, rtol, atol, task.row_scaled) is not None:
                         raise StageFailure(
                             "timing", "stale_output", f"the result after timing is wrong at {shape}"
                         )
