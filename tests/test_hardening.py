@@ -181,7 +181,7 @@ def test_the_sandbox_lets_triton_run_ptxas_for_an_sm90_cubin(tmp_path):
     script.write_text(AOT_COMPILE)
     done = subprocess.run([sys.executable, str(script)], cwd=scratch, env=env, capture_output=True, text=True)
     assert "cubin bytes" in done.stdout, done.stderr[-3000:]
-    assert "os.posix_spawn refused" in done.stderr
+    assert "starting 'curl' refused" in done.stderr
 
 
 def test_a_huge_host_allocation_inside_launch_is_stopped_before_it_is_touched(monkeypatch):
@@ -285,3 +285,56 @@ def test_imports_beyond_the_kernel_language_are_refused(line):
         f"{line}\nimport triton\n\n\n@triton.jit\ndef k(x):\n    pass\n\n\ndef launch(x):\n    k[(1,)](x)\n"
     )
     assert report.error_type == "forbidden_construct", report.message
+
+
+def test_allowed_program_names_do_not_open_the_sandbox(tmp_path):
+    """Programs are judged by name, place and options: Triton's own commands pass; a shell copied into
+    the scratch folder as `ptxas`, a compiler told to run a wrapper, an output outside the scratch
+    folder and ldconfig writing a cache are refused."""
+    from tools.sandbox import program_refused
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def inside(path) -> bool:
+        return os.path.realpath(os.fsdecode(path)).startswith(str(scratch))
+
+    so, src = str(scratch / "launcher.so"), str(scratch / "main.c")
+    allowed = [
+        (
+            "/usr/bin/cc",
+            [
+                "/usr/bin/cc",
+                src,
+                "-O3",
+                "-shared",
+                "-fPIC",
+                "-Wno-psabi",
+                "-o",
+                so,
+                "-lcuda",
+                "-L/usr/lib64",
+                "-I/opt/include",
+            ],
+        ),
+        (
+            "/opt/triton/bin/ptxas",
+            ["ptxas", "-v", "--gpu-name=sm_90a", str(scratch / "k.ptx"), "-o", str(scratch / "k.cubin")],
+        ),
+        ("/opt/triton/bin/ptxas", ["ptxas", "--version"]),
+        ("/sbin/ldconfig", ["/sbin/ldconfig", "-p"]),
+        ("file", ["file", "-b", "/usr/bin/python3"]),
+    ]
+    for exe, argv in allowed:
+        assert program_refused(exe, argv, None, inside) == "", (exe, argv)
+    refused = [
+        (str(scratch / "ptxas"), ["ptxas"]),
+        ("/usr/bin/cc", ["cc", "-wrapper", "/bin/sh,-c,id", "x.c"]),
+        ("/usr/bin/cc", ["cc", "-B/tmp/evil", "x.c"]),
+        ("/usr/bin/cc", ["cc", src, "-o", "/etc/owned.so"]),
+        ("/opt/triton/bin/ptxas", ["ptxas", "k.ptx", "-o", "/home/user/.bashrc"]),
+        ("/sbin/ldconfig", ["ldconfig", "-C", "/tmp/cache"]),
+        ("/bin/sh", ["sh", "-c", "id"]),
+    ]
+    for exe, argv in refused:
+        assert program_refused(exe, argv, None, inside), (exe, argv)

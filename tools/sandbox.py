@@ -68,8 +68,22 @@ _PROCESS_EVENTS = frozenset(
         "os.startfile",
     }
 )
-# Events that start a named program: allowed for the programs above, like subprocess.Popen.
-_SPAWN_EVENTS = frozenset({"os.posix_spawn", "os.exec"})
+# The exec behind subprocess.Popen with close_fds=False (how Triton runs ptxas): judged like Popen.
+# os.exec* stays refused: it would replace the worker, which then reports what it likes.
+_SPAWN_EVENTS = frozenset({"os.posix_spawn"})
+# Compiler options that run other programs or load code into the compiler.
+_COMPILER_ESCAPES = (
+    "-wrapper",
+    "-B",
+    "-fplugin",
+    "-specs",
+    "--specs",
+    "@",
+    "-plugin",
+    "--plugin",
+    "-Wl,-plugin",
+)
+_COMPILERS = frozenset({"cc", "gcc", "g++", "clang", "clang++", "ld", "as"})
 _PATH_EVENTS = frozenset(
     {
         "os.remove",
@@ -98,6 +112,35 @@ def _program(path: object) -> str:
         return ""
 
 
+def program_refused(executable: object, argv: object, env: object, inside: Callable[[object], bool]) -> str:
+    """Why starting this program is refused ("" when allowed): an allowed name, not a file the
+    candidate could have made (anything under the scratch roots), and no option that runs or writes
+    something else (a compiler's -wrapper/-B/plugins, an output outside the scratch folder)."""
+    program = _program(executable)
+    if program not in ALLOWED_PROGRAMS:
+        return f"starting {program or argv!r} refused"
+    path = os.fsdecode(executable)  # type: ignore[arg-type]
+    if os.sep not in path:
+        search = env.get("PATH") if isinstance(env, dict) else None
+        path = shutil.which(path, path=search) or path
+    if inside(path):
+        return f"starting {path} refused: a program in the scratch folder"
+    words = [os.fsdecode(a) for a in (argv or [])[1:] if isinstance(a, str | bytes)]  # type: ignore[union-attr]
+    if program in _COMPILERS and any(w.startswith(_COMPILER_ESCAPES) for w in words):
+        return f"{program} with an option that runs or loads other code refused"
+    if program.startswith("ldconfig") and any(w != "-p" for w in words):
+        return "ldconfig other than -p refused"
+    if program == "file" and any(w.startswith("-") and w not in {"-b", "-L"} for w in words):
+        return "file with options other than -b/-L refused"
+    for i, w in enumerate(words):
+        target = words[i + 1] if w in {"-o", "--output-file"} and i + 1 < len(words) else None
+        if w.startswith("-o") and len(w) > 2 and program in _COMPILERS:
+            target = w[2:]
+        if target is not None and not inside(target):
+            return f"{program} writing {target} outside the scratch folder refused"
+    return ""
+
+
 def install_audit_hook(writable: list[Path]) -> None:
     roots = [str(Path(p).resolve()) for p in writable]
 
@@ -120,12 +163,16 @@ def install_audit_hook(writable: list[Path]) -> None:
                 raise SandboxViolation(f"sandbox: write to {path} outside the scratch folder refused")
         elif event in _SOCKET_EVENTS:
             raise SandboxViolation("sandbox: network access refused")
-        elif event == "subprocess.Popen":
-            program = _program(args[0])
-            if program not in ALLOWED_PROGRAMS:
-                raise SandboxViolation(f"sandbox: starting {program or args[1]!r} refused")
-        elif event in _SPAWN_EVENTS and args and _program(args[0]) in ALLOWED_PROGRAMS:
-            return  # the exec behind an allowed subprocess.Popen (posix_spawn with close_fds=False)
+        elif event == "subprocess.Popen" or (event in _SPAWN_EVENTS and args):
+            executable, argv = args[0], args[1]
+            env = args[3] if event == "subprocess.Popen" else args[2]
+            refused = program_refused(executable, argv, env, inside)
+            if refused:
+                raise SandboxViolation(f"sandbox: {refused}")
+        elif event == "ctypes.dlopen" and args and args[0] and inside(args[0]):
+            raise SandboxViolation(
+                f"sandbox: loading the library {args[0]} built in the scratch folder refused"
+            )
         elif event in _PROCESS_EVENTS:
             raise SandboxViolation(f"sandbox: {event} refused")
         elif (

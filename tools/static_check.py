@@ -128,6 +128,11 @@ FORBIDDEN_ATTRS = frozenset(
         "os",
         "sys",
         "subprocess",
+        "ctypes",
+        "importlib",
+        "builtins",
+        "__loader__",
+        "__spec__",
     }
 )
 
