@@ -167,7 +167,8 @@ def _ncu_snapshot(state, task, best, shape, dtype) -> tuple[dict[str, Any] | Non
     if reason:
         return None, reason
     run_dir = Path(state["run_dir"])
-    out_csv = run_dir / "profiles" / f"{best['identity']}.csv"
+    where = "_".join(f"{k}{v}" for k, v in shape.items())
+    out_csv = run_dir / "profiles" / f"{best['identity']}_{where}_{dtype}.csv"  # one profile per shape
     try:
         if not out_csv.exists():  # this node may run again after a kill: keep a finished profile
             timeout = state["settings"]["profiler"]["timeout_s"]

@@ -185,15 +185,24 @@ def test_the_sandbox_lets_triton_run_ptxas_for_an_sm90_cubin(tmp_path):
 
 
 def test_a_huge_host_allocation_inside_launch_is_stopped_before_it_is_touched(monkeypatch):
-    """GPU workers have no address-space limit; the op guard caps host allocations instead (the
-    poison fill would otherwise touch every page of a terabyte tensor)."""
+    """GPU workers have no address-space limit; the op guard sizes host allocations on the meta device
+    and refuses them before any memory is taken: one big tensor, any creation op, a resize, or many
+    tensors under the cap that add up over it."""
     import torch
 
     from tools import guard
 
     monkeypatch.setattr(guard, "HOST_ALLOCATION_LIMIT", 1 << 20)
-    with pytest.raises(MemoryError, match="out of memory: launch\\(\\) allocated"), guard.TorchOpGuard():
-        torch.empty((1 << 19,), dtype=torch.float32)  # 2 MiB
+    two_mib = 1 << 19  # float32 elements
+    for make in (
+        lambda: torch.empty((two_mib,), dtype=torch.float32),
+        lambda: torch.zeros((two_mib,), dtype=torch.float32),
+        lambda: torch.full((two_mib,), 1.0),
+        lambda: torch.empty(0).resize_(two_mib),
+        lambda: [torch.empty((1 << 17,), dtype=torch.float32) for _ in range(3)],  # 3 x 512 KiB
+    ):
+        with pytest.raises(MemoryError, match="out of memory: launch\\(\\) asked for"), guard.TorchOpGuard():
+            make()
     with guard.TorchOpGuard():
         small = torch.empty((1 << 17,), dtype=torch.float32)  # 512 KiB: allowed, and poisoned
     assert torch.isnan(small).all()

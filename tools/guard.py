@@ -88,18 +88,38 @@ def _op_name(func: Any) -> str:
     return f"{base}.{overload}"
 
 
-# Host memory one allocation inside launch() may take. GPU workers run without an address-space
-# limit (CUDA reserves terabytes of virtual memory), so without this cap a host tensor of terabytes
-# would be poison-filled page by page until the machine ran out of memory.
+# Host memory launch() may allocate in one call. GPU workers run without an address-space limit (CUDA
+# reserves terabytes of virtual memory), so without this cap a host tensor of terabytes would be
+# filled page by page until the machine ran out of memory. Checked before the allocation happens.
 HOST_ALLOCATION_LIMIT = 16 << 30
+# Ops that create a tensor: their size is known (on the meta device) before any memory is taken.
+_CREATION_OPS = {
+    "empty.memory_format",
+    "empty_like.default",
+    "empty_strided.default",
+    "new_empty.default",
+    "new_empty_strided.default",
+    "zeros.default",
+    "zeros_like.default",
+    "full.default",
+    "full_like.default",
+    "ones.default",
+    "ones_like.default",
+}
 
 
-def _check_host_allocation(out: torch.Tensor) -> None:
-    if out.device.type == "cpu" and out.untyped_storage().nbytes() > HOST_ALLOCATION_LIMIT:
-        raise MemoryError(
-            f"out of memory: launch() allocated {out.untyped_storage().nbytes() / 2**30:.0f} GiB of host "
-            f"memory; a candidate may take at most {HOST_ALLOCATION_LIMIT / 2**30:.0f} GiB at once"
-        )
+def _host_bytes_requested(name: str, func: Any, args: tuple, kwargs: dict) -> int:
+    """Bytes of host memory this op would allocate (0 for device tensors and views)."""
+    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if name == "resize_.default" and first is not None and first.device.type == "cpu":
+        return math.prod(args[1]) * first.element_size()
+    if name not in _CREATION_OPS:
+        return 0
+    device = kwargs.get("device") or (first.device if first is not None else torch.get_default_device())
+    if torch.device(device).type != "cpu":
+        return 0
+    meta = func(*args, **{**kwargs, "device": torch.device("meta")})
+    return meta.numel() * meta.element_size()
 
 
 class TorchOpGuard(TorchDispatchMode):
@@ -110,6 +130,7 @@ class TorchOpGuard(TorchDispatchMode):
         self.poison = poison
         self.violations: list[str] = []
         self.allocations: list[torch.Tensor] = []
+        self.host_bytes = 0  # host memory requested so far in this call
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -120,9 +141,14 @@ class TorchOpGuard(TorchDispatchMode):
                 f"launch() computed with torch (aten.{name}); a candidate may only allocate and reshape "
                 "tensors and launch Triton kernels"
             )
+        self.host_bytes += _host_bytes_requested(name, func, args, kwargs)
+        if self.host_bytes > HOST_ALLOCATION_LIMIT:
+            raise MemoryError(
+                f"out of memory: launch() asked for {self.host_bytes / 2**30:.0f} GiB of host memory; a "
+                f"candidate may take at most {HOST_ALLOCATION_LIMIT / 2**30:.0f} GiB"
+            )
         out = func(*args, **kwargs)
         if name in _ALLOC_OPS and isinstance(out, torch.Tensor):
-            _check_host_allocation(out)
             if self.poison is not None and out.is_floating_point() and out.numel():
                 out.fill_(self.poison)
             self.allocations.append(out)
@@ -242,8 +268,9 @@ class ImportGuard:
         builtins.__import__ = self._original
 
 
-def tamper_snapshot() -> dict[str, int]:
-    """Identities of functions a cheating candidate would patch to fake its timing."""
+def tamper_snapshot() -> dict[str, Any]:
+    """The functions a cheating candidate would patch to fake its timing (the objects themselves: an
+    id() can be reused by a replacement once the original is gone)."""
     import triton.testing
 
     watched: dict[str, Any] = {
@@ -259,13 +286,15 @@ def tamper_snapshot() -> dict[str, int]:
         "torch.cuda.current_stream": torch.cuda.current_stream,
         "torch.Tensor.__setattr__": torch.Tensor.__setattr__,
         "builtins.__import__": builtins.__import__,
+        "torch.cuda.CUDAGraph.replay": torch.cuda.CUDAGraph.replay,
+        "torch.cuda.graph": torch.cuda.graph,
     }
-    return {name: id(obj) for name, obj in watched.items()}
+    return watched
 
 
-def tampered(before: dict[str, int]) -> list[str]:
+def tampered(before: dict[str, Any]) -> list[str]:
     after = tamper_snapshot()
-    return [name for name, ident in before.items() if after.get(name) != ident]
+    return [name for name, obj in before.items() if after.get(name) is not obj]
 
 
 @contextmanager

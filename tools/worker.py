@@ -416,7 +416,12 @@ def bytes_moved(task: Task, inputs: tuple, outputs: tuple) -> int:
 
 
 def timing_stage(
-    task: Task, module: Any, recorder: LaunchRecorder, config: dict, settings: TimingSettings
+    task: Task,
+    module: Any,
+    recorder: LaunchRecorder,
+    config: dict,
+    settings: TimingSettings,
+    snapshot: dict | None = None,
 ) -> dict:
     copy_gbps = copy_bandwidth_gbps(settings)
     rows: list[dict] = []
@@ -437,6 +442,8 @@ def timing_stage(
         except Exception as exc:
             raise _classify_exception(exc, "timing") from None
         _no_side_stream(recorder, "timing")
+        if snapshot is not None:
+            _untampered(snapshot, "timing")  # patched while being timed, restored before the next call?
         if recorder.count() - before < calls[0]:
             raise StageFailure(
                 "timing",
@@ -559,7 +566,9 @@ def run_timing(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
         task = load_task(job["task"])
         module, recorder = load_candidate(Path(job["candidate"]), f"timed_{job['identity']}_{time.time_ns()}")
         _untampered(snapshot, "timing")  # before timing: a patched timer can also stall it
-        result["metrics"], result["grids"] = timing_stage(task, module, recorder, job["config"], settings)
+        result["metrics"], result["grids"] = timing_stage(
+            task, module, recorder, job["config"], settings, snapshot
+        )
         result.update(verdict="pass", stage="timing")
     except StageFailure as failure:
         result.update(_failure(failure))
@@ -634,9 +643,11 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                     args: tuple = inputs,
                     config: dict = entries[i]["config"],
                     calls: list = calls,
+                    recorder: LaunchRecorder = recorder,
                 ) -> Any:
                     calls[0] += 1
-                    return module.launch(*args, **config)
+                    with recorder.on_caller_stream():
+                        return module.launch(*args, **config)
 
                 before = recorder.count()  # the capture's own calls count as launches too
                 try:
@@ -667,6 +678,8 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                 module, recorder = loaded[i]
                 config = entries[i]["config"]
                 try:
+                    _no_side_stream(recorder, "timing")
+                    _untampered(snapshot, "timing")
                     if recorder.count() - count_before < calls[0]:
                         raise StageFailure(
                             "timing",
