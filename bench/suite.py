@@ -308,7 +308,8 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
                 for _ in range(3):  # compile, autotune, record CUDA graphs where the method does
                     got = _tuple(fn(*inputs))
                 for g, e in zip(got, expected, strict=True):
-                    found = compare(g, e, rtol, atol, task.row_scaled)  # the evaluator's rule, for every method
+                    # the evaluator's own rule, for every method
+                    found = compare(g, e, rtol, atol, task.row_scaled)
                     if found is not None:
                         kind, where = found
                         raise AssertionError(
