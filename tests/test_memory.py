@@ -224,6 +224,19 @@ def test_add_deduplicates_by_task_and_identity(library: CaseLibrary) -> None:
     assert library.get(RMS_BEST.id).run_id == "run-1"
 
 
+def test_a_stored_case_is_promoted_when_a_later_run_keeps_it(library: CaseLibrary) -> None:
+    """A config first seen as a plain pass that became a later run's best must rank as a starting point;
+    a later run that did not keep it takes nothing back."""
+    softmax = CASES[2]
+    assert library.get(softmax.id).best_of_run is False
+    assert library.add([softmax.model_copy(update={"run_id": "run-2", "best_of_run": True})]) == 0
+    promoted = library.get(softmax.id)
+    assert promoted.best_of_run and promoted.kept and promoted.run_id == "run-1"
+    assert {c.id for c in library.list(where={"best_of_run": True})} >= {softmax.id}
+    library.add([softmax.model_copy(update={"run_id": "run-3", "kept": False, "best_of_run": False})])
+    assert library.get(softmax.id).best_of_run is True
+
+
 def test_export_import_round_trip(library: CaseLibrary, embedding: MiniLMEmbedding, tmp_path: Path) -> None:
     file = tmp_path / "cases.jsonl"
     assert library.export(file) == len(CASES)

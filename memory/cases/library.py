@@ -139,7 +139,10 @@ class CaseLibrary:
 
     # -- writing ------------------------------------------------------------------------------
     def add(self, cases: Iterable[Case]) -> int:
-        """Store the cases not stored yet (one per task + candidate identity); returns how many were new."""
+        """Store the cases not stored yet (one per task + candidate identity); returns how many were new.
+
+        A case stored before is promoted when a later run kept it or ended with it (a config that
+        became a run's best must rank as a starting point); flags are never taken back."""
         fresh: dict[str, Case] = {}
         for case in cases:
             fresh.setdefault(case.id, case)
@@ -149,8 +152,23 @@ class CaseLibrary:
         # turns through a lock file.
         with (self.path / "write.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            present = set(self._collection.get(ids=list(fresh), include=[])["ids"])
+            stored = self._collection.get(ids=list(fresh), include=["metadatas"])
+            present = set(stored["ids"])
             new = [case for case_id, case in fresh.items() if case_id not in present]
+            promoted = []
+            for case_id, meta in zip(stored["ids"], stored["metadatas"], strict=True):
+                old, incoming = _case(meta), fresh[case_id]
+                flags = {
+                    "kept": old.kept or incoming.kept,
+                    "best_of_run": old.best_of_run or incoming.best_of_run,
+                }
+                if (flags["kept"], flags["best_of_run"]) != (old.kept, old.best_of_run):
+                    promoted.append(old.model_copy(update=flags))
+            if promoted:
+                self._collection.update(
+                    ids=[case.id for case in promoted],
+                    metadatas=[case_metadata(case) for case in promoted],  # type: ignore[misc]
+                )
             if new:
                 self._collection.add(
                     ids=[case.id for case in new],
