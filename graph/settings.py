@@ -49,6 +49,7 @@ class SearchSettings(_Strict):
     restart_fraction: float = Field(ge=0, le=1)
     plateau_restart_fraction: float = Field(ge=0, le=1)
     plateau_improvement: float = Field(default=0.01, ge=0, lt=1)
+    fill_llm_rounds: bool = True
     near_roofline_pct: float = Field(gt=0)
 
 

@@ -17,6 +17,7 @@ from langgraph.types import Command
 from graph.routing import after_propose
 from nodes.audit import audit
 from nodes.case_memory import out_of_space_starts
+from nodes.expert import ExpertProposer
 from nodes.roles import Proposal
 from nodes.runtime import (
     RunContext,
@@ -84,6 +85,25 @@ def checked_cases(state: dict[str, Any], task: Task) -> tuple[list[dict[str, Any
     return cases, {**memory, "skipped_cases": {**logged, **new}}
 
 
+def search_fill(
+    ctx: Any, task: Task, state: dict[str, Any], records: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The search strategy fills the slots a model left empty in an explore round, so a model that
+    proposes one idea per round still explores the space: the same random/local/restart search the
+    expert policy runs, fed with the model's history and diagnosis."""
+    missing = ctx.n_candidates - len(records)
+    if missing <= 0 or not records:
+        return []  # a model that proposed nothing keeps its own route (re-propose, then the human)
+    seen = {r["identity"] for r in records}
+    filled = []
+    for prop in ExpertProposer(state["settings"]["search"]).propose(ctx):
+        record = review_record(prop, task, state, "search")
+        if record["identity"] not in seen and len(filled) < missing:
+            seen.add(record["identity"])
+            filled.append(record)
+    return filled
+
+
 def propose(
     state: dict[str, Any], runtime: Runtime[RunContext]
 ) -> Command[Literal["critic", "human", "report"]]:
@@ -132,6 +152,16 @@ def propose(
                 )
     else:
         records = [review_record(p, task, state, origin) for p in new[: ctx.n_candidates]]
+        if origin.startswith("llm:") and mode == "explore" and state["settings"]["search"]["fill_llm_rounds"]:
+            filled = search_fill(ctx, task, state, records)
+            if filled:
+                audit(
+                    state["run_dir"],
+                    "propose",
+                    f"the model proposed {len(records)} of {ctx.n_candidates}: the search fills {len(filled)}",
+                    round=state["round"],
+                )
+            records += filled
 
     fresh = [r for r in records if r["status"] == "pending"]
     for r in fresh:

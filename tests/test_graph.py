@@ -280,3 +280,26 @@ def test_the_drawn_graph_shows_every_edge_of_the_router_table():
         assert f"{a} -.-> {b};" in mermaid
     for a, b in fixed:
         assert f"{a} --> {b};" in mermaid
+
+
+def test_a_model_that_proposes_less_than_a_round_gets_the_search_to_fill_it(tmp_path):
+    """A model proposing one idea per explore round still explores: the search strategy fills the rest
+    of the round (origin "search"), never duplicating the model's candidate; the expert policy's own
+    rounds and a model's fix rounds are left alone."""
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(256, 4)]])
+    run = Run(tmp_path, proposer, budget={"rounds": 2, "candidates_per_round": 3})
+    run.inputs["model"] = "scripted:one-idea-per-round"
+    run.start()
+    attempts = [a for a in run.state["attempts"] if a["origin"] != "baseline"]
+    assert [len([a for a in attempts if a["round"] == r]) for r in (1, 2)] == [3, 3]
+    by_origin = {r: sorted(a["origin"].split(":")[0] for a in attempts if a["round"] == r) for r in (1, 2)}
+    assert by_origin == {1: ["llm", "search", "search"], 2: ["llm", "search", "search"]}
+    assert len({a["identity"] for a in attempts}) == len(attempts)
+
+    expert_run = Run(
+        tmp_path / "expert",
+        ScriptedProposer([[prop(64, 1)]]),
+        budget={"rounds": 1, "candidates_per_round": 3},
+    )
+    expert_run.start()
+    assert len([a for a in expert_run.state["attempts"] if a["origin"] != "baseline"]) == 1
