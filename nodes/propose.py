@@ -152,7 +152,11 @@ def propose(
                 )
     else:
         records = [review_record(p, task, state, origin) for p in new[: ctx.n_candidates]]
-        if origin.startswith("llm:") and mode == "explore" and state["settings"]["search"]["fill_llm_rounds"]:
+        if (
+            origin.startswith("llm:")
+            and mode == "explore"
+            and state["settings"]["search"].get("fill_llm_rounds", True)
+        ):
             filled = search_fill(ctx, task, state, records)
             if filled:
                 audit(

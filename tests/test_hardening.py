@@ -200,6 +200,7 @@ def test_a_huge_host_allocation_inside_launch_is_stopped_before_it_is_touched(mo
         lambda: torch.full((two_mib,), 1.0),
         lambda: torch.empty(0).resize_(two_mib),
         lambda: [torch.empty((1 << 17,), dtype=torch.float32) for _ in range(3)],  # 3 x 512 KiB
+        lambda: torch.empty_strided((2,), (1 << 19,)),  # 2 elements whose strides span 2 MiB
     ):
         with pytest.raises(MemoryError, match="out of memory: launch\\(\\) asked for"), guard.TorchOpGuard():
             make()
@@ -347,3 +348,38 @@ def test_allowed_program_names_do_not_open_the_sandbox(tmp_path):
     ]
     for exe, argv in refused:
         assert program_refused(exe, argv, None, inside), (exe, argv)
+
+
+def test_legitimate_launch_forms_pass_the_static_checks():
+    """A kernel chosen by a conditional alias, Hopper TMA descriptors and the allocator they need."""
+    from tools.static_check import check_source
+
+    source = """
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+
+@triton.jit
+def k_even(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def k_any(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def launch(x, BLOCK=128):
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=x.device))
+    n = x.numel()
+    kernel = k_even if n % BLOCK == 0 else k_any
+    kernel[(triton.cdiv(n, BLOCK),)](x, n, BLOCK=BLOCK)
+    return x
+"""
+    report = check_source(source)
+    assert report.ok, report.message
+    assert report.launched == ["k_any", "k_even"]
+    rebound = source.replace("    return x", "    kernel = print\n    kernel[(1,)](x)\n    return x")
+    assert check_source(rebound).error_type == "forbidden_construct"

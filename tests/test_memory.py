@@ -231,10 +231,17 @@ def test_a_stored_case_is_promoted_when_a_later_run_keeps_it(library: CaseLibrar
     assert library.get(softmax.id).best_of_run is False
     assert library.add([softmax.model_copy(update={"run_id": "run-2", "best_of_run": True})]) == 0
     promoted = library.get(softmax.id)
-    assert promoted.best_of_run and promoted.kept and promoted.run_id == "run-1"
+    assert promoted.best_of_run and promoted.kept and promoted.run_id == "run-2"
     assert {c.id for c in library.list(where={"best_of_run": True})} >= {softmax.id}
     library.add([softmax.model_copy(update={"run_id": "run-3", "kept": False, "best_of_run": False})])
     assert library.get(softmax.id).best_of_run is True
+    # a stored failure (a flaky timeout) that a later run passed and kept: the passing result is stored
+    passed = RMS_FAIL.model_copy(
+        update={"outcome": RMS_BEST.outcome, "kept": True, "best_of_run": True, "run_id": "run-4"}
+    )
+    library.add([passed])
+    now = library.get(RMS_FAIL.id)
+    assert now.kept and not now.failed and now.outcome.verdict == "pass"
 
 
 def test_export_import_round_trip(library: CaseLibrary, embedding: MiniLMEmbedding, tmp_path: Path) -> None:

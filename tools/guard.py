@@ -119,7 +119,7 @@ def _host_bytes_requested(name: str, func: Any, args: tuple, kwargs: dict) -> in
     if torch.device(device).type != "cpu":
         return 0
     meta = func(*args, **{**kwargs, "device": torch.device("meta")})
-    return meta.numel() * meta.element_size()
+    return meta.untyped_storage().nbytes()  # what the strides need, not just numel
 
 
 class TorchOpGuard(TorchDispatchMode):

@@ -169,7 +169,13 @@ def install_audit_hook(writable: list[Path]) -> None:
             refused = program_refused(executable, argv, env, inside)
             if refused:
                 raise SandboxViolation(f"sandbox: {refused}")
-        elif event == "ctypes.dlopen" and args and args[0] and inside(args[0]):
+        elif (
+            event == "ctypes.dlopen"
+            and args
+            and args[0]
+            and os.sep in os.fsdecode(args[0])
+            and inside(args[0])
+        ):
             raise SandboxViolation(
                 f"sandbox: loading the library {args[0]} built in the scratch folder refused"
             )

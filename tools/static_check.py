@@ -61,8 +61,22 @@ ALLOWED_TORCH_ATTRS = ALLOWED_TORCH_CALLS | frozenset(
 # triton.<name> a candidate may use: the kernel language and its decorators. triton.runtime, .compiler,
 # .backends, .knobs and friends build and load native code (compile_module_from_src runs any C).
 ALLOWED_TRITON_ATTRS = frozenset(
-    {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language", "constexpr"}
+    {
+        "jit",
+        "autotune",
+        "heuristics",
+        "Config",
+        "cdiv",
+        "next_power_of_2",
+        "language",
+        "constexpr_function",
+        "reinterpret",
+        "set_allocator",  # device-side TMA descriptors (tl.make_tensor_descriptor) need it
+        "__version__",
+    }
 )
+# Modules under triton a candidate may import besides triton.language (host-side TMA descriptors).
+ALLOWED_TRITON_MODULES = ("triton.language", "triton.tools.tensor_descriptor")
 FORBIDDEN_NAMES = frozenset(
     {
         "exec",
@@ -191,6 +205,8 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
             if any(_is_jit_decorator(d) for d in node.decorator_list):
                 kernels.append(node.name)
 
+    aliases = _kernel_aliases(tree, set(kernels))
+    launchable = set(kernels) | set(aliases)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -202,7 +218,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     )
                 if name.startswith("triton.testing") or name.startswith("torch.cuda"):
                     return _fail("forbidden_construct", f"import of {name!r}", node, source)
-                if name.startswith("triton.") and not name.startswith("triton.language"):
+                if name.startswith("triton.") and not name.startswith(ALLOWED_TRITON_MODULES):
                     return _fail(
                         "forbidden_construct", f"import of {name!r} (only triton.language)", node, source
                     )
@@ -238,7 +254,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     "forbidden_construct", "a launch on an explicit stream (escapes the timing)", node, source
                 )
             if isinstance(node.func, ast.Subscript) and not (
-                isinstance(node.func.value, ast.Name) and node.func.value.id in kernels
+                isinstance(node.func.value, ast.Name) and node.func.value.id in launchable
             ):
                 return _fail(
                     "forbidden_construct",
@@ -288,7 +304,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
     if launch is None:
         return StaticReport(False, "no_kernel_launched", "no launch(*inputs, **config) function is defined")
 
-    launched = _launched_kernels(launch, functions, set(kernels))
+    launched = _launched_kernels(launch, functions, set(kernels), aliases)
     if not launched:
         return StaticReport(
             False,
@@ -308,10 +324,46 @@ def _matches(text: str, construct: str) -> bool:
     return head in {"tl", "triton.language"} and text in {f"tl.{last}", f"triton.language.{last}"}
 
 
+def _kernel_choice(node: ast.AST, kernels: set[str]) -> set[str] | None:
+    """The kernels an expression names: a kernel, or `a if cond else b` over kernels; else None."""
+    if isinstance(node, ast.Name) and node.id in kernels:
+        return {node.id}
+    if isinstance(node, ast.IfExp):
+        body, orelse = _kernel_choice(node.body, kernels), _kernel_choice(node.orelse, kernels)
+        return body | orelse if body is not None and orelse is not None else None
+    return None
+
+
+def _kernel_aliases(tree: ast.AST, kernels: set[str]) -> dict[str, set[str]]:
+    """Names only ever assigned a choice of the module's kernels (`kernel = k_even if ... else k_any`)."""
+    found: dict[str, set[str]] = {}
+    spoiled: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            choice = _kernel_choice(node.value, kernels) if node.value is not None else None
+            for target in targets:
+                if not isinstance(target, ast.Name):
+                    continue
+                if choice is None or isinstance(node, ast.AugAssign):
+                    spoiled.add(target.id)
+                else:
+                    found.setdefault(target.id, set()).update(choice)
+        elif isinstance(node, ast.arg | ast.For | ast.comprehension | ast.With):
+            names = [node.arg] if isinstance(node, ast.arg) else []
+            spoiled.update(names)
+    return {name: ks for name, ks in found.items() if name not in spoiled and name not in kernels}
+
+
 def _launched_kernels(
-    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], kernels: set[str]
+    fn: ast.FunctionDef,
+    functions: dict[str, ast.FunctionDef],
+    kernels: set[str],
+    aliases: dict[str, set[str]] | None = None,
 ) -> set[str]:
-    """Kernels launched as kernel[grid](...) from fn or the plain helpers it calls."""
+    """Kernels launched as kernel[grid](...) (or through an alias of kernels) from fn or the plain
+    helpers it calls."""
+    aliases = aliases or {}
     seen: set[str] = set()
     launched: set[str] = set()
     todo = [fn]
@@ -329,6 +381,12 @@ def _launched_kernels(
                     and func.value.id in kernels
                 ):
                     launched.add(func.value.id)
+                elif (
+                    isinstance(func, ast.Subscript)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in aliases
+                ):
+                    launched.update(aliases[func.value.id])
                 elif isinstance(func, ast.Name) and func.id in functions and func.id not in kernels:
                     todo.append(functions[func.id])
     return launched

@@ -163,7 +163,9 @@ class CaseLibrary:
                     "best_of_run": old.best_of_run or incoming.best_of_run,
                 }
                 if (flags["kept"], flags["best_of_run"]) != (old.kept, old.best_of_run):
-                    promoted.append(old.model_copy(update=flags))
+                    # a run that kept it passed it: its result replaces a stored failure or CPU timing
+                    base = incoming if incoming.kept or incoming.best_of_run else old
+                    promoted.append(base.model_copy(update=flags))
             if promoted:
                 self._collection.update(
                     ids=[case.id for case in promoted],
