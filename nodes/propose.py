@@ -18,7 +18,7 @@ from graph.routing import after_propose
 from nodes.audit import audit
 from nodes.case_memory import out_of_space_starts
 from nodes.expert import ExpertProposer
-from nodes.roles import Proposal
+from nodes.roles import AgentContext, Proposal
 from nodes.runtime import (
     RunContext,
     agent_context,
@@ -86,7 +86,7 @@ def checked_cases(state: dict[str, Any], task: Task) -> tuple[list[dict[str, Any
 
 
 def search_fill(
-    ctx: Any, task: Task, state: dict[str, Any], records: list[dict[str, Any]]
+    ctx: AgentContext, task: Task, state: dict[str, Any], records: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The search strategy fills the slots a model left empty in an explore round, so a model that
     proposes one idea per round still explores the space: the same random/local/restart search the
@@ -98,9 +98,11 @@ def search_fill(
     filled = []
     for prop in ExpertProposer(state["settings"]["search"]).propose(ctx):
         record = review_record(prop, task, state, "search")
-        if record["identity"] not in seen and len(filled) < missing:
+        if record["identity"] not in seen:
             seen.add(record["identity"])
             filled.append(record)
+        if len(filled) == missing:
+            break
     return filled
 
 

@@ -143,15 +143,11 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
 
 
 def _died(returncode: int | None, output: str, stage: str) -> dict:
+    error_type = "crash"
     if returncode == -signal.SIGXCPU:
-        return {
-            "verdict": "fail",
-            "stage": stage,
-            "error_type": "timeout",
-            "message": "the worker used up its CPU-time limit (SIGXCPU): the candidate computes on the host",
-            "log": output[-20000:],
-        }
-    if returncode is not None and returncode < 0:
+        error_type = "timeout"
+        message = "the worker used up its CPU-time limit (SIGXCPU): the candidate computes on the host"
+    elif returncode is not None and returncode < 0:
         name = signal.Signals(-returncode).name
         message = f"the worker died with {name} (e.g. an out-of-bounds access)"
     else:
@@ -159,7 +155,7 @@ def _died(returncode: int | None, output: str, stage: str) -> dict:
     return {
         "verdict": "fail",
         "stage": stage,
-        "error_type": "crash",
+        "error_type": error_type,
         "message": message,
         "log": output[-20000:],
     }

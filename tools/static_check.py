@@ -205,8 +205,8 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
             if any(_is_jit_decorator(d) for d in node.decorator_list):
                 kernels.append(node.name)
 
-    aliases = _kernel_aliases(tree, set(kernels))
-    launchable = set(kernels) | set(aliases)
+    # what each launchable name may launch: a kernel itself, or an alias choosing among kernels
+    launchable = {k: {k} for k in kernels} | _kernel_aliases(tree, set(kernels))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -304,7 +304,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
     if launch is None:
         return StaticReport(False, "no_kernel_launched", "no launch(*inputs, **config) function is defined")
 
-    launched = _launched_kernels(launch, functions, set(kernels), aliases)
+    launched = _launched_kernels(launch, functions, launchable)
     if not launched:
         return StaticReport(
             False,
@@ -349,21 +349,16 @@ def _kernel_aliases(tree: ast.AST, kernels: set[str]) -> dict[str, set[str]]:
                     spoiled.add(target.id)
                 else:
                     found.setdefault(target.id, set()).update(choice)
-        elif isinstance(node, ast.arg | ast.For | ast.comprehension | ast.With):
-            names = [node.arg] if isinstance(node, ast.arg) else []
-            spoiled.update(names)
+        elif isinstance(node, ast.arg):  # a parameter of that name can be bound to anything
+            spoiled.add(node.arg)
     return {name: ks for name, ks in found.items() if name not in spoiled and name not in kernels}
 
 
 def _launched_kernels(
-    fn: ast.FunctionDef,
-    functions: dict[str, ast.FunctionDef],
-    kernels: set[str],
-    aliases: dict[str, set[str]] | None = None,
+    fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef], launchable: dict[str, set[str]]
 ) -> set[str]:
-    """Kernels launched as kernel[grid](...) (or through an alias of kernels) from fn or the plain
+    """Kernels launched as name[grid](...) (a kernel or an alias of kernels) from fn or the plain
     helpers it calls."""
-    aliases = aliases or {}
     seen: set[str] = set()
     launched: set[str] = set()
     todo = [fn]
@@ -378,15 +373,9 @@ def _launched_kernels(
                 if (
                     isinstance(func, ast.Subscript)
                     and isinstance(func.value, ast.Name)
-                    and func.value.id in kernels
+                    and func.value.id in launchable
                 ):
-                    launched.add(func.value.id)
-                elif (
-                    isinstance(func, ast.Subscript)
-                    and isinstance(func.value, ast.Name)
-                    and func.value.id in aliases
-                ):
-                    launched.update(aliases[func.value.id])
-                elif isinstance(func, ast.Name) and func.id in functions and func.id not in kernels:
+                    launched.update(launchable[func.value.id])
+                elif isinstance(func, ast.Name) and func.id in functions and func.id not in launchable:
                     todo.append(functions[func.id])
     return launched

@@ -260,14 +260,13 @@ def correctness_stage(
     checks = 0
     extra = [(shape, dtype) for shape in hidden or [] for dtype in task.dtypes]
     for shape, dtype in task.workload(device) + task.check_workload(device) + extra:
-        rtol, atol = task.tolerance(dtype)
         for seed in range(seeds):
             where = {"shape": shape, "dtype": dtype, "seed": seed}
             inputs = _inputs(task, shape, dtype, device, seed)
             saved = tuple(t.clone() for t in inputs)
             expected = _reference(task, inputs, shape)
             out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-            _check(task, module, recorder, inputs, config, out, expected, rtol, atol, where)
+            _check(task, module, recorder, inputs, config, out, expected, where)
             for i, (now, before) in enumerate(zip(inputs, saved, strict=True)):
                 if not torch.equal(now, before):
                     diff = (now != before).reshape(-1).nonzero()
@@ -297,9 +296,9 @@ def correctness_stage(
                 buf.copy_(new)
             expected_new = _reference(task, inputs, shape)
             out_new = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-            problem = _first_problem(out_new, expected_new, inputs, rtol, atol, task.row_scaled)
+            problem = _first_problem(out_new, expected_new, inputs, task, dtype)
             if problem is not None:
-                stale = _first_problem(out_new, expected, inputs, rtol, atol, task.row_scaled) is None
+                stale = _first_problem(out_new, expected, inputs, task, dtype) is None
                 if stale:
                     raise StageFailure(
                         "correctness",
@@ -316,22 +315,20 @@ def correctness_stage(
                     config,
                     out_new,
                     expected_new,
-                    rtol,
-                    atol,
                     {**where, "fresh_values": True},
                 )
             checks += 1
     return checks
 
 
-def _first_problem(
-    got: tuple, expected: tuple, inputs: tuple, rtol: float, atol: float, row_scale: bool = False
-) -> tuple | None:
+def _first_problem(got: tuple, expected: tuple, inputs: tuple, task: Task, dtype: str) -> tuple | None:
+    """The first structural problem or out-of-tolerance output, by the task's tolerance for dtype."""
     structural = check_structure(got, expected, inputs)
     if structural is not None:
         return (structural.error_type, structural.message, structural.details)
+    rtol, atol = task.tolerance(dtype)
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
-        found = compare(g, e, rtol, atol, row_scale)
+        found = compare(g, e, rtol, atol, task.row_scaled)
         if found is not None:
             return (found[0], i, found[1])
     return None
@@ -345,11 +342,9 @@ def _check(
     config: dict,
     out: tuple,
     expected: tuple,
-    rtol: float,
-    atol: float,
     where: dict,
 ) -> None:
-    problem = _first_problem(out, expected, inputs, rtol, atol, task.row_scaled)
+    problem = _first_problem(out, expected, inputs, task, where["dtype"])
     if problem is None:
         return
     kind, second, details = problem
@@ -455,8 +450,7 @@ def timing_stage(
         mark = recorder.count()
         out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
         grids.extend(_grids(recorder, mark, shape, config))
-        rtol, atol = task.tolerance(dtype)
-        problem = _first_problem(out, expected, inputs, rtol, atol, task.row_scaled)
+        problem = _first_problem(out, expected, inputs, task, dtype)
         if problem is not None:
             raise StageFailure(
                 "timing",
@@ -689,8 +683,7 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                     mark = recorder.count()
                     out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="timing")
                     grids[i].extend(_grids(recorder, mark, shape, config))
-                    rtol, atol = task.tolerance(dtype)
-                    if _first_problem(out, expected, inputs, rtol, atol, task.row_scaled) is not None:
+                    if _first_problem(out, expected, inputs, task, dtype) is not None:
                         raise StageFailure(
                             "timing", "stale_output", f"the result after timing is wrong at {shape}"
                         )
@@ -764,11 +757,7 @@ def _set_triton_cache(path: str) -> None:
 
 def _enter_sandbox() -> None:
     """From here on, writes outside the scratch folder, sockets and foreign programs are refused."""
-    import platform
-
     import triton  # noqa: F401  (imported before the hook: it sets up its own folders)
-
-    platform.architecture()  # runs `file` once; Triton keys its launcher builds on it
 
     writable = [Path.cwd()]
     for var in ("TRITON_CACHE_DIR", "TMPDIR"):
