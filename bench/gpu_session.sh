@@ -6,6 +6,7 @@
 #         suite-search-TASK                    bench/suite.py search + export of one task (graph run <= 8 min)
 #         suite-time-TASK                      bench/suite.py timing of one task: best, baseline, eager,
 #                                              torch.compile default + max-autotune (+ SDPA), copy bandwidth
+#         throughput-ab                        the same 24 configs under several PARALLEL/WARMUP/REP settings
 #         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
 #         llm-transcript                       the scripted LLM add_rmsnorm transcript on the GPU (tests/test_llm_gpu.py)
 #         profiles-tests                       known-bottleneck kernels profiled and classified (tests/test_profiles_gpu.py)
@@ -30,6 +31,8 @@ for part in $PARTS; do
     bench) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode 2>&1 | tail -40 ;;
     bench-all) timeout 420 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode,softmax 2>&1 | tail -60 ;;
     throughput) timeout 180 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
+    throughput-ab) timeout 420 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 \
+                     --throughput-variants "${THROUGHPUT_VARIANTS:-15/5/15,24/5/15,12/10/30}" 2>&1 | tail -30 ;;
     softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
     ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;
     ncu-tasks) timeout 300 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only tasks 2>&1 | tail -20 ;;

@@ -100,7 +100,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
     job_file, out_file = scratch / "job.json", scratch / "check.json"
-    job_file.write_text(json.dumps(job))
+    job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
     out_file.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [
@@ -169,7 +169,7 @@ class TimingServer:
         self.scratch_root = scratch_root
         self.proc: subprocess.Popen | None = None
 
-    def _start(self) -> subprocess.Popen:
+    def start(self) -> subprocess.Popen:
         log = open(self.scratch_root / "timing_server.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
             [*sandbox.network_isolation(), sys.executable, "-m", "tools.worker", "serve"],
@@ -183,7 +183,7 @@ class TimingServer:
         return self.proc
 
     def time(self, job: dict) -> dict:
-        proc = self.proc if self.proc and self.proc.poll() is None else self._start()
+        proc = self.proc if self.proc and self.proc.poll() is None else self.start()
         out = Path(job["out"])
         out.unlink(missing_ok=True)
         assert proc.stdin is not None and proc.stdout is not None
@@ -313,6 +313,10 @@ class Evaluator:
         checking = time.perf_counter()
         self.phase_seconds["static"] += checking - started
         checked: dict[int, dict] = {}
+        if self.device == "cuda" and jobs and self._server is None:
+            # Start the timing server now: its imports overlap the checks instead of following them.
+            self._server = TimingServer(self.settings, self.root)
+            self._server.start()
         workers = self.settings.parallel or _default_parallel(self.device)
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = {
@@ -339,8 +343,10 @@ class Evaluator:
                 }
                 if self._server is None:
                     self._server = TimingServer(self.settings, self.root)
+                timed_at = time.perf_counter()
                 timed = self._server.time(timing_job)
                 results[i] = self._finish(candidates[i], checked[i], timed, baseline)
+                results[i].stage_seconds["timing"] = time.perf_counter() - timed_at
                 if on_result:
                     on_result(i, results[i])
         self.phase_seconds["timing"] += time.perf_counter() - timing

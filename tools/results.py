@@ -67,6 +67,10 @@ class EvalResult(BaseModel):
     device: DeviceInfo = DeviceInfo()
     identity: str = ""
     seconds: float = 0.0
+    stage_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="wall seconds per worker phase (startup, compile, correctness, timing)",
+    )
     sandbox: dict[str, str] = Field(default_factory=dict, description="what isolated the candidate here")
 
     @property

@@ -527,15 +527,30 @@ def run_check(job: dict) -> dict:
     device = job["device"]
     result: dict[str, Any] = {"device": device_info(device)}
     snapshot = tamper_snapshot()
+    # Where a check's time goes: process start + imports, compile (first launch), correctness.
+    seconds: dict[str, float] = result.setdefault("stage_seconds", {})
+    if job.get("spawned_at"):
+        seconds["startup"] = max(0.0, time.time() - job["spawned_at"])
+    mark = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        seconds[stage] = now - mark
+        mark = now
+
     try:
         task = load_task(job["task"])
         module, recorder = load_candidate(Path(job["candidate"]), f"candidate_{job['identity']}")
         _untampered(snapshot, "compile")
         limits = device_limits(device)
+        lap("load")
         result["resources"] = compile_stage(task, module, recorder, job["config"], device, limits)
+        lap("compile")
         checks = correctness_stage(
             task, module, recorder, job["config"], device, job.get("seeds", 3), job.get("hidden_shapes")
         )
+        lap("correctness")
         result["details"] = {
             "checks": checks,
             "launches": recorder.count(),
@@ -545,6 +560,7 @@ def run_check(job: dict) -> dict:
             rows, grids = interpreter_timing(task, module, recorder, job["config"])
             result["metrics"] = {"per_shape": rows, "runs": 3}
             result["resources"]["kernels"] = merge_launch_resources(grids, result["resources"]["kernels"])
+            lap("interpreter_timing")
         _untampered(snapshot, "correctness")
         result.update(verdict="pass", stage="correctness")
     except StageFailure as failure:
