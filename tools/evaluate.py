@@ -495,8 +495,10 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def _default_parallel(device: str) -> int:
+    # GPU: checks are CPU-bound (imports, Triton compiles), so one per core but one; at most 15, as 24 at
+    # once ran the H200 out of memory on 16384x8192 inputs (bench/results/evaluator_baselines_h200.md).
     cores = os.cpu_count() or 1
-    return max(1, min(cores - 1, 12)) if device == "cuda" else max(1, min(cores, 2))
+    return max(1, min(cores - 1, 15)) if device == "cuda" else max(1, min(cores, 2))
 
 
 # --------------------------------------------------------------------------------------------

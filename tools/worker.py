@@ -39,6 +39,8 @@ from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
 # Hopper/Ampere-class per-SM limits; the device's own values are read when a GPU is present.
 REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
+# A check worker hands its cached GPU memory back after a shape that left more than this reserved.
+RELEASE_ABOVE_BYTES = 2 << 30
 
 
 # Marks a failure of the task's own code (reference, make_inputs), not of the candidate.
@@ -261,64 +263,76 @@ def correctness_stage(
     extra = [(shape, dtype) for shape in hidden or [] for dtype in task.dtypes]
     for shape, dtype in task.workload(device) + task.check_workload(device) + extra:
         for seed in range(seeds):
-            where = {"shape": shape, "dtype": dtype, "seed": seed}
-            inputs = _inputs(task, shape, dtype, device, seed)
-            saved = tuple(t.clone() for t in inputs)
-            expected = _reference(task, inputs, shape)
-            out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-            _check(task, module, recorder, inputs, config, out, expected, where)
-            for i, (now, before) in enumerate(zip(inputs, saved, strict=True)):
-                if not torch.equal(now, before):
-                    diff = (now != before).reshape(-1).nonzero()
-                    index = (
-                        [int(v) for v in torch.unravel_index(diff[0, 0].cpu(), now.shape)]
-                        if len(diff)
-                        else []
-                    )
-                    raise StageFailure(
-                        "correctness",
-                        "input_modified",
-                        f"launch() modified input {i} (first changed element at {index})",
-                        details={**where, "input": i, "index": index},
-                    )
-            if seed == 0:
-                again = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-                if not same_bits(out, again):
-                    raise StageFailure(
-                        "correctness",
-                        "nondeterministic",
-                        "two calls on the same inputs returned different bits",
-                        details=where,
-                    )
-            # Fresh values written into the same buffers: a result cached by address goes stale here.
-            fresh = _inputs(task, shape, dtype, device, seed + 1000)
-            for buf, new in zip(inputs, fresh, strict=True):
-                buf.copy_(new)
-            expected_new = _reference(task, inputs, shape)
-            out_new = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
-            problem = _first_problem(out_new, expected_new, inputs, task, dtype)
-            if problem is not None:
-                stale = _first_problem(out_new, expected, inputs, task, dtype) is None
-                if stale:
-                    raise StageFailure(
-                        "correctness",
-                        "stale_output",
-                        "after new values were written into the same input buffers, launch() "
-                        "returned the old result (cached by address?)",
-                        details=where,
-                    )
-                _check(
-                    task,
-                    module,
-                    recorder,
-                    inputs,
-                    config,
-                    out_new,
-                    expected_new,
-                    {**where, "fresh_values": True},
-                )
+            _check_one(task, module, recorder, config, device, shape, dtype, seed)
             checks += 1
+        if device == "cuda" and torch.cuda.memory_reserved() > RELEASE_ABOVE_BYTES:
+            torch.cuda.empty_cache()  # parallel check workers share the GPU's memory
     return checks
+
+
+def _check_one(
+    task: Task,
+    module: Any,
+    recorder: LaunchRecorder,
+    config: dict,
+    device: str,
+    shape: dict,
+    dtype: str,
+    seed: int,
+) -> None:
+    """One shape, dtype and seed through every correctness fence (its tensors die on return)."""
+    where = {"shape": shape, "dtype": dtype, "seed": seed}
+    inputs = _inputs(task, shape, dtype, device, seed)
+    saved = tuple(t.clone() for t in inputs)
+    expected = _reference(task, inputs, shape)
+    out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
+    _check(task, module, recorder, inputs, config, out, expected, where)
+    for i, (now, before) in enumerate(zip(inputs, saved, strict=True)):
+        if not torch.equal(now, before):
+            diff = (now != before).reshape(-1).nonzero()
+            index = [int(v) for v in torch.unravel_index(diff[0, 0].cpu(), now.shape)] if len(diff) else []
+            raise StageFailure(
+                "correctness",
+                "input_modified",
+                f"launch() modified input {i} (first changed element at {index})",
+                details={**where, "input": i, "index": index},
+            )
+    if seed == 0:
+        again = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
+        if not same_bits(out, again):
+            raise StageFailure(
+                "correctness",
+                "nondeterministic",
+                "two calls on the same inputs returned different bits",
+                details=where,
+            )
+    # Fresh values written into the same buffers: a result cached by address goes stale here.
+    fresh = _inputs(task, shape, dtype, device, seed + 1000)
+    for buf, new in zip(inputs, fresh, strict=True):
+        buf.copy_(new)
+    expected_new = _reference(task, inputs, shape)
+    out_new = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
+    problem = _first_problem(out_new, expected_new, inputs, task, dtype)
+    if problem is not None:
+        stale = _first_problem(out_new, expected, inputs, task, dtype) is None
+        if stale:
+            raise StageFailure(
+                "correctness",
+                "stale_output",
+                "after new values were written into the same input buffers, launch() "
+                "returned the old result (cached by address?)",
+                details=where,
+            )
+        _check(
+            task,
+            module,
+            recorder,
+            inputs,
+            config,
+            out_new,
+            expected_new,
+            {**where, "fresh_values": True},
+        )
 
 
 def _first_problem(got: tuple, expected: tuple, inputs: tuple, task: Task, dtype: str) -> tuple | None:
