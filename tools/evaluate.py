@@ -35,6 +35,7 @@ from tools.results import EvalResult, merge_launch_resources
 from tools.static_check import check_source
 from tools.task import Task, TaskError, load_task
 from tools.timing import TimingSettings
+from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,6 +59,9 @@ class EvalSettings:
     hidden_seed: int | None = None
     # Off only to test the run-time sandbox behind the static checks.
     static_checks: bool = True
+    # Fork check workers from one process that has imported torch and Triton already (tools/zygote.py)
+    # instead of starting each in a fresh interpreter; off falls back to one interpreter per candidate.
+    fork_workers: bool = True
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -98,34 +102,29 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
+def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings, zygote: Zygote | None = None) -> dict:
     job_file, out_file = scratch / "job.json", scratch / "check.json"
     job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
     out_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [
-            *sandbox.network_isolation(),
-            sys.executable,
-            "-m",
-            "tools.worker",
-            "check",
-            str(job_file),
-            str(out_file),
-        ],
-        cwd=scratch,
-        env=_worker_env(job["device"], Path(job["triton_cache"]), scratch),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=sandbox.limits(
-            settings.max_open_files,
-            cpu_seconds=settings.check_timeout_s * 2 + 60,
-            address_space=settings.cpu_address_space_bytes if job["device"] == "cpu" else None,
-        ),
-    )
-    try:
-        output, _ = proc.communicate(timeout=settings.check_timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    argv = ["check", str(job_file), str(out_file)]
+    env = _worker_env(job["device"], Path(job["triton_cache"]), scratch)
+    limits = {
+        "max_open_files": settings.max_open_files,
+        "cpu_seconds": settings.check_timeout_s * 2 + 60,
+        "address_space": settings.cpu_address_space_bytes if job["device"] == "cpu" else None,
+    }
+    returncode: int | None = None
+    forked = False
+    if zygote is not None and zygote.alive:
+        own = {key: env[key] for key in ("TRITON_CACHE_DIR", "TMPDIR")}
+        try:
+            returncode, text = zygote.run(argv, scratch, own, limits, settings.check_timeout_s)
+            forked = True
+        except RuntimeError:  # the zygote died: this candidate gets a fresh interpreter instead
+            out_file.unlink(missing_ok=True)
+    if not forked:
+        returncode, text = _spawn_worker(argv, scratch, env, limits, settings.check_timeout_s)
+    if returncode is None:
         return {
             "verdict": "fail",
             "stage": "correctness",
@@ -133,13 +132,32 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings) -> dict:
             "message": f"the candidate did not finish within {settings.check_timeout_s:.0f} s "
             "(hang or runaway loop); its worker was killed",
         }
-    text = output.decode(errors="replace")
     if out_file.exists():
         result = json.loads(out_file.read_text())
         if result.get("verdict") == "fail" and not result.get("log"):
             result["log"] = text[-20000:]
         return result
-    return _died(proc.returncode, text, "correctness")
+    return _died(returncode, text, "correctness")
+
+
+def _spawn_worker(
+    argv: list[str], scratch: Path, env: dict[str, str], limits: dict[str, Any], timeout: float
+) -> tuple[int | None, str]:
+    """A worker in a fresh interpreter: (exit code, output), exit code None when killed at timeout."""
+    proc = subprocess.Popen(
+        [*sandbox.network_isolation(), sys.executable, "-m", "tools.worker", *argv],
+        cwd=scratch,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=sandbox.limits(**limits),
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None, ""
+    return proc.returncode, output.decode(errors="replace")
 
 
 def _died(returncode: int | None, output: str, stage: str) -> dict:
@@ -241,16 +259,32 @@ class Evaluator:
         root.mkdir(parents=True, exist_ok=True)
         self.root = root
         self._server: TimingServer | None = None
+        self._zygote: Zygote | None = None
         self.calls = 0
         # wall seconds per phase over this evaluator's life: where a batch's time goes
         self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
         self.hidden_shapes = draw_hidden_shapes(task, self.device, self.settings)
         self.sandbox = sandbox.describe(self.device)
+        self._worker_source()  # the zygote imports torch and Triton while the caller gets ready
 
     def close(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+    def _worker_source(self) -> Zygote | None:
+        """The zygote that forks check workers (started once, restarted if it died), or None."""
+        if not self.settings.fork_workers:
+            return None
+        if self._zygote is None or not self._zygote.alive:
+            if self._zygote is not None:
+                self._zygote.close()
+            env = _worker_env(self.device, self.root / "zygote_triton_cache", self.root)
+            self._zygote = Zygote(sandbox.network_isolation(), self.root, env, self.settings.max_open_files)
+        return self._zygote
 
     def __enter__(self) -> Evaluator:
         return self
@@ -318,9 +352,10 @@ class Evaluator:
             self._server = TimingServer(self.settings, self.root)
             self._server.start()
         workers = self.settings.parallel or _default_parallel(self.device)
+        zygote = self._worker_source()
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             futures = {
-                i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings)
+                i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings, zygote)
                 for i, job in jobs.items()
             }
             for i, fut in futures.items():

@@ -210,7 +210,8 @@ def network_isolation() -> list[str]:
 def describe(device: str) -> dict:
     """What isolates a candidate on this machine (for results and reports)."""
     return {
-        "process": "own process and process group, killed on timeout",
+        "process": "own process (forked from a zygote that never runs candidate code) and process "
+        "group, killed on timeout",
         "network": "own empty network namespace (unshare --net)"
         if network_isolation()
         else "not isolated by the OS here (unshare refused); sockets refused by the audit hook",
@@ -221,18 +222,23 @@ def describe(device: str) -> dict:
     }
 
 
+def apply_limits(max_open_files: int, cpu_seconds: float | None, address_space: int | None) -> None:
+    """This process's resource limits: no core dumps, open files, CPU seconds, address space."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = max_open_files if hard == resource.RLIM_INFINITY else min(max_open_files, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 5))
+    if address_space:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+
 def limits(max_open_files: int, cpu_seconds: float | None, address_space: int | None) -> Callable[[], None]:
     """preexec_fn for a worker: new session (process group) and resource limits."""
 
     def preexec() -> None:
         os.setsid()
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        soft = max_open_files if hard == resource.RLIM_INFINITY else min(max_open_files, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        if cpu_seconds:
-            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 5))
-        if address_space:
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        apply_limits(max_open_files, cpu_seconds, address_space)
 
     return preexec

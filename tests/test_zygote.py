@@ -1,0 +1,59 @@
+"""Check workers forked from the zygote: fast to start, as isolated as a fresh interpreter, and a
+zygote that dies is replaced without losing a candidate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.candidate import Candidate
+from tools.evaluate import EvalSettings, Evaluator
+from tools.task import load_task
+
+TASK = Path(__file__).parent / "fixtures" / "tasks" / "axpy"
+GOOD = Path(__file__).parent / "fixtures" / "candidates" / "good.py"
+
+
+def _cand(block: int) -> Candidate:
+    return Candidate(source=GOOD.read_text(), config={"BLOCK": block, "num_warps": 4})
+
+
+def test_forked_workers_start_in_under_a_second_each_in_its_own_scratch(tmp_path):
+    task = load_task(TASK)
+    with Evaluator(task, "cpu", EvalSettings(parallel=2, workdir=str(tmp_path))) as evaluator:
+        evaluator.evaluate_many([_cand(128)])  # the zygote's own imports are paid here at the latest
+        results = evaluator.evaluate_many([_cand(64), _cand(256)])
+        zygote_pid = evaluator._zygote.proc.pid
+    assert all(r.passed for r in results), [r.message for r in results]
+    assert all(r.stage_seconds["startup"] < 1.0 for r in results), [r.stage_seconds for r in results]
+    logs = sorted(tmp_path.glob("*/worker.log"))
+    assert len(logs) == 3  # one scratch folder (with its own log) per candidate
+    assert all((log.parent / "triton_cache").is_dir() for log in logs)
+    # the evaluator closed: the zygote is gone
+    assert not Path(f"/proc/{zygote_pid}").exists() or _zombie(zygote_pid)
+
+
+def test_a_dead_zygote_is_replaced_and_no_candidate_is_lost(tmp_path):
+    task = load_task(TASK)
+    with Evaluator(task, "cpu", EvalSettings(parallel=2, workdir=str(tmp_path))) as evaluator:
+        first = evaluator._zygote
+        first.proc.kill()
+        first.proc.wait()
+        results = evaluator.evaluate_many([_cand(128)])
+        assert evaluator._zygote is not first and evaluator._zygote.alive
+    assert results[0].passed, results[0].message
+
+
+def test_without_forking_each_worker_is_a_fresh_interpreter(tmp_path):
+    task = load_task(TASK)
+    settings = EvalSettings(parallel=2, workdir=str(tmp_path), fork_workers=False)
+    with Evaluator(task, "cpu", settings) as evaluator:
+        results = evaluator.evaluate_many([_cand(128)])
+        assert evaluator._zygote is None
+    assert results[0].passed, results[0].message
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True

@@ -1,0 +1,196 @@
+"""A zygote: one process that has already imported torch, Triton and the worker, and forks a fresh
+check worker per candidate, so a worker starts in milliseconds instead of seconds of imports.
+
+    python -m tools.zygote      (started by the evaluator; one JSON request per stdin line)
+
+The zygote itself never touches the GPU (a CUDA context does not survive a fork) and never runs
+candidate code. Each forked child then becomes exactly what a freshly spawned worker is: its own
+session (process group), resource limits, scratch folder, environment, log file and sandbox; it runs
+``tools.worker check JOB OUT`` and exits. The network namespace (``unshare --net``) is the zygote's,
+inherited by every child.
+
+Protocol, one JSON object per line. In: ``{"token", "argv", "cwd", "env", "log", "limits"}``.
+Out: ``{"token", "pid"}`` once forked; ``{"pid", "status"}`` once reaped (``os.waitpid``'s status).
+When stdin closes, children still running are killed and the zygote exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import IO, Any
+
+from tools import sandbox
+
+
+def _say(message: dict) -> None:
+    os.write(1, (json.dumps(message) + "\n").encode())  # unbuffered: a child inherits no pending bytes
+
+
+def _child(request: dict) -> None:
+    """In the forked child: become a fresh worker, run it, exit. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        quiet = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(quiet, 0)
+        os.close(quiet)
+        os.chdir(request["cwd"])
+        os.environ.update(request["env"])
+        tempfile.tempdir = None  # recomputed from the child's TMPDIR
+        sandbox.apply_limits(**request["limits"])
+        from tools.worker import main
+
+        code = main(request["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    import triton.language  # noqa: F401  (what every child would otherwise import itself)
+
+    import tools.worker  # noqa: F401
+
+    children: set[int] = set()
+    pending = b""
+    reading = True
+    while reading or children:
+        ready, _, _ = select.select([0] if reading else [], [], [], 0.05)
+        if ready:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                reading = False
+                for pid in children:  # the evaluator is gone: nobody will read these results
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    _child(request)
+                children.add(pid)
+                _say({"token": request["token"], "pid": pid})
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            children.discard(pid)
+            _say({"pid": pid, "status": status})
+
+
+class Zygote:
+    """The evaluator's side: forks workers through one zygote process; safe to call from many threads."""
+
+    def __init__(self, command_prefix: list[str], cwd: Path, env: dict[str, str], max_open_files: int):
+        self._log: IO[bytes] = open(cwd / "zygote.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            [*command_prefix, sys.executable, "-m", "tools.zygote"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            preexec_fn=sandbox.limits(max_open_files, cpu_seconds=None, address_space=None),
+        )
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._pids: dict[str, int] = {}
+        self._status: dict[int, int] = {}
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            with self._changed:
+                if "token" in message:
+                    self._pids[message["token"]] = message["pid"]
+                else:
+                    self._status[message["pid"]] = message["status"]
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()  # the zygote died: wake every waiter
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(
+        self, argv: list[str], cwd: Path, env: dict[str, str], limits: dict[str, Any], timeout: float
+    ) -> tuple[int | None, str]:
+        """Fork a worker and wait for it: (exit code as subprocess gives it, its output); the exit
+        code is None when the worker was killed at ``timeout`` seconds."""
+        token = f"{cwd}:{threading.get_ident()}:{os.urandom(4).hex()}"
+        log = cwd / "worker.log"
+        request = {
+            "token": token,
+            "argv": argv,
+            "cwd": str(cwd),
+            "env": env,
+            "log": str(log),
+            "limits": limits,
+        }
+        with self._lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        with self._changed:
+            if not self._changed.wait_for(lambda: token in self._pids or not self.alive, timeout=30):
+                raise RuntimeError("the zygote did not fork a worker within 30 s")
+            if token not in self._pids:
+                raise RuntimeError("the zygote died before it forked the worker")
+            pid = self._pids.pop(token)
+            finished = self._changed.wait_for(lambda: pid in self._status or not self.alive, timeout)
+            if not finished:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                self._changed.wait_for(lambda: pid in self._status or not self.alive, 30)
+            status = self._status.pop(pid, None)
+        output = log.read_bytes().decode(errors="replace") if log.exists() else ""
+        if not finished:
+            return None, output
+        if status is None:
+            raise RuntimeError("the zygote died while its worker ran")
+        return os.waitstatus_to_exitcode(status), output
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+
+
+if __name__ == "__main__":
+    serve()
