@@ -61,7 +61,9 @@ class EvalSettings:
     static_checks: bool = True
     # Fork check workers from one process that has imported torch and Triton already (tools/zygote.py)
     # instead of starting each in a fresh interpreter; off falls back to one interpreter per candidate.
-    fork_workers: bool = True
+    fork_workers: bool = field(
+        default_factory=lambda: os.environ.get("KERNEL_AGENT_FORK_WORKERS", "1") != "0"
+    )
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -283,6 +285,7 @@ class Evaluator:
             if self._zygote is not None:
                 self._zygote.close()
             env = _worker_env(self.device, self.root / "zygote_triton_cache", self.root)
+            env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # an is_available() there must not initialize CUDA
             self._zygote = Zygote(sandbox.network_isolation(), self.root, env, self.settings.max_open_files)
         return self._zygote
 
