@@ -533,8 +533,9 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def _default_parallel(device: str) -> int:
-    # GPU: checks are CPU-bound (imports, Triton compiles), so one per core but one; at most 15, as 24 at
-    # once ran the H200 out of memory on 16384x8192 inputs (bench/results/evaluator_baselines_h200.md).
+    # GPU: one check worker per core but one, at most 15: 24 at once broke five candidates of 24 with
+    # runtime errors on the H200 (likely memory, several GB each at 16384x8192), 15 broke none
+    # (bench/results/evaluator_baselines_h200.md).
     cores = os.cpu_count() or 1
     return max(1, min(cores - 1, 15)) if device == "cuda" else max(1, min(cores, 2))
 

@@ -1,7 +1,7 @@
 """add_rmsnorm: Fused residual add + RMSNorm over the last dimension.
 
-Exported by kernel-agent (python -m tools.export). Config baseline.py {"ROWS": 1, "num_warps": 4}:
-19.46 us geomean over 10 shapes on NVIDIA H200; run add_rmsnorm.
+Exported by kernel-agent (python -m tools.export). Config baseline.py {"ROWS": 1, "num_warps": 8}:
+19.52 us geomean over 10 shapes on NVIDIA H200; run add_rmsnorm.
 
     from add_rmsnorm_kernel import launch   # or whatever this file is named
     outputs = launch(*inputs)              # the exported config
@@ -14,9 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-
 # --------------------------------------------------------------------------------------------------
-# from baseline.py (candidate 7245d4eaf6a8b91d)
+# from baseline.py (candidate ff398089a0ecce11)
 # Fused residual add + RMSNorm: one row per program (ROWS rows in a loop), the whole row in one block.
 
 EPS = 1e-6
@@ -62,7 +61,7 @@ def _launch_baseline(x, r, w, *, ROWS: int, num_warps: int):
 
 # --------------------------------------------------------------------------------------------------
 # The exported config (baseline.py).
-CONFIG = {"ROWS": 1, "num_warps": 4}
+CONFIG = {"ROWS": 1, "num_warps": 8}
 
 
 def launch(*inputs, **config):

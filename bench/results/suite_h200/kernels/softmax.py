@@ -1,0 +1,168 @@
+"""softmax: Row softmax over the last dimension: y[i, :] = exp(x[i, :] - max(x[i, :])) / sum(exp(x[i, :] - max(x[i, :]))), computed in fp32 and stored in the input dtype (float32 or bfloat16).
+
+Exported by kernel-agent (python -m tools.export). Per-shape table over M, N: 59.33 us geomean
+against 111.60 us for one config (+88.1%), measured on NVIDIA H200; run softmax.
+
+    from softmax_kernel import launch   # or whatever this file is named
+    outputs = launch(*inputs)              # the config the table picks for these shapes
+    outputs = launch(*inputs, **config)    # any config of the search space, on baseline.py
+
+Needs only torch and triton.
+"""
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+# --------------------------------------------------------------------------------------------------
+# from baseline.py (candidate 48974053d93a9f0f)
+# Row softmax, the tutorial kernel: one row per program, the whole row in one block.
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    num = tl.exp(x - tl.max(x, axis=0))
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_baseline(x, *, num_warps: int):
+    assert x.is_contiguous(), "x must be contiguous"
+    M, N = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(M,)](x, y, N, BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
+    return y
+
+
+# --------------------------------------------------------------------------------------------------
+# from split_row.py (candidate a27dc3c557ed3d72)
+# Row softmax split across programs: for few long rows (M = 1), SPLITS programs share each row.
+#
+# Kernel 1: each (row, split) program reduces its CHUNK of the row to a partial (max, sum).
+# Kernel 2: each (row, split) program combines the row's SPLITS partials into the row's max and sum
+# and writes its chunk of exp(x - max) / sum, re-reading x (mostly from L2). With M rows the grid is
+# M x SPLITS, so even one row keeps the SMs busy.
+
+LOG2E = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
+
+
+@triton.jit
+def softmax_partial_kernel(x_ptr, max_ptr, sum_ptr, N, CHUNK, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    split = tl.program_id(1)
+    x_row = x_ptr + row.to(tl.int64) * N
+    lo = split * CHUNK
+    hi = tl.minimum(lo + CHUNK, N)
+    cols = tl.arange(0, BLOCK_N)
+    m = tl.full([], float("-inf"), tl.float32)
+    s = tl.full([BLOCK_N], 0.0, tl.float32)
+    # A split past the end of a short row runs no iteration and reports (max=-inf, sum=0).
+    for start in range(lo, hi, BLOCK_N):
+        idx = start + cols
+        x = tl.load(x_row + idx, mask=idx < hi, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp2((m - m_new) * LOG2E) + tl.exp2((x - m_new) * LOG2E)
+        m = m_new
+    tl.store(max_ptr + row * SPLITS + split, m)
+    tl.store(sum_ptr + row * SPLITS + split, tl.sum(s, axis=0))
+
+
+@triton.jit
+def softmax_normalize_kernel(
+    x_ptr, y_ptr, max_ptr, sum_ptr, N, CHUNK, SPLITS: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    row = tl.program_id(0)
+    split = tl.program_id(1)
+    parts = row * SPLITS + tl.arange(0, SPLITS)
+    part_max = tl.load(max_ptr + parts)
+    part_sum = tl.load(sum_ptr + parts)
+    m = tl.max(part_max, axis=0)  # finite: split 0 always holds the row's first element
+    inv_sum = 1.0 / tl.sum(part_sum * tl.exp2((part_max - m) * LOG2E), axis=0)
+    x_row = x_ptr + row.to(tl.int64) * N
+    y_row = y_ptr + row.to(tl.int64) * N
+    lo = split * CHUNK
+    hi = tl.minimum(lo + CHUNK, N)
+    cols = tl.arange(0, BLOCK_N)
+    for start in range(lo, hi, BLOCK_N):
+        idx = start + cols
+        mask = idx < hi
+        x = tl.load(x_row + idx, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_row + idx, (tl.exp2((x - m) * LOG2E) * inv_sum).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_split_row(x, *, SPLITS: int, BLOCK_N: int, num_warps: int):
+    assert x.is_contiguous(), "x must be contiguous"
+    M, N = x.shape
+    y = torch.empty_like(x)
+    part_max = torch.empty((M, SPLITS), dtype=torch.float32, device=x.device)
+    part_sum = torch.empty((M, SPLITS), dtype=torch.float32, device=x.device)
+    # Each split covers a whole number of tiles; trailing splits of a short row may be empty.
+    chunk = triton.cdiv(triton.cdiv(N, SPLITS), BLOCK_N) * BLOCK_N
+    grid = (M, SPLITS)
+    softmax_partial_kernel[grid](
+        x, part_max, part_sum, N, chunk, SPLITS=SPLITS, BLOCK_N=BLOCK_N, num_warps=num_warps
+    )
+    softmax_normalize_kernel[grid](
+        x, y, part_max, part_sum, N, chunk, SPLITS=SPLITS, BLOCK_N=BLOCK_N, num_warps=num_warps
+    )
+    return y
+
+
+# --------------------------------------------------------------------------------------------------
+# Dispatch table, chosen offline from per-shape timings: a call takes the row nearest to its
+# shape (log2 distance over M, N) among the rows of its dtype.
+SHAPE_DIMS = {"M": (0, 0), "N": (0, 1)}  # dim -> (input index, axis)
+DTYPE_INPUT = 0  # the input whose dtype selects the rows (None: one dtype)
+DEFAULT = ("baseline", {"num_warps": 16})  # the best single config
+DISPATCH = [
+    {"when": {"M": 1, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 16, "BLOCK_N": 4096, "num_warps": 8}},
+    {"when": {"M": 32, "N": 32768}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 8, "BLOCK_N": 2048, "num_warps": 4}},
+    {"when": {"M": 4096, "N": 4096}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 8192, "N": 32768}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 1, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 16, "BLOCK_N": 4096, "num_warps": 8}},
+    {"when": {"M": 32, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 8, "BLOCK_N": 2048, "num_warps": 4}},
+    {"when": {"M": 4096, "N": 4096}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 8192, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
+]
+
+
+def _dims(*inputs):
+    return tuple((dim, inputs[i].shape[axis]) for dim, (i, axis) in SHAPE_DIMS.items())
+
+
+@functools.lru_cache(maxsize=4096)
+def _pick(dims, dtype):
+    best, best_distance = -1, math.inf
+    for n, row in enumerate(DISPATCH):
+        if DTYPE_INPUT is not None and row["dtype"] != dtype:
+            continue
+        distance = sum((math.log2(max(size, 1)) - math.log2(row["when"][dim])) ** 2 for dim, size in dims)
+        if distance < best_distance:
+            best, best_distance = n, distance
+    return best
+
+
+def choose(*inputs):
+    """(source tag, config) the table picks for these inputs."""
+    dtype = str(inputs[DTYPE_INPUT].dtype).removeprefix("torch.") if DTYPE_INPUT is not None else ""
+    n = _pick(_dims(*inputs), dtype)
+    if n < 0:
+        return DEFAULT[0], dict(DEFAULT[1])
+    return DISPATCH[n]["source"], dict(DISPATCH[n]["config"])
+
+
+def launch(*inputs, **config):
+    """Run the kernel with the config the table picks, or with ``config`` (every key) on the
+    single config's source when given."""
+    source, chosen = (DEFAULT[0], config) if config else choose(*inputs)
+    if source == "split_row":
+        return _launch_split_row(*inputs, **chosen)
+    return _launch_baseline(*inputs, **chosen)
