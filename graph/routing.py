@@ -9,6 +9,7 @@ After evaluate, first match wins:
 | to        | condition                                                                        |
 |-----------|----------------------------------------------------------------------------------|
 | report    | target met, or budget (rounds / candidates / minutes) spent                     |
+| human     | a candidate held for review (> `suspicious_speedup` x the baseline) would beat the best; `held_to_human` |
 | human     | failed round and the same error type `same_error_to_human` rounds in a row       |
 | human     | failed round and `failed_validations_to_human` failed (non-compile) rounds in a row |
 | reflect   | failed round and `compile_failures_to_reflect` compile-failure rounds in a row   |
@@ -146,12 +147,32 @@ def finish(state: dict[str, Any], target: dict[str, Any]) -> dict[str, str] | No
     return None
 
 
+def held_for_review(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Attempts held as suspicious speedups over the baseline (not beyond the roofline) that would beat
+    the best and that no human has been shown yet."""
+    seen = set(state.get("held_reviewed", [])) | set(state.get("approved", []))
+    best_us = state["best"]["geomean_us"]
+    return [
+        a
+        for a in state.get("attempts", [])
+        if a.get("held") == "speedup"
+        and a["n"] not in seen
+        and a.get("geomean_us")
+        and a["geomean_us"] < best_us
+    ]
+
+
 # -- decisions -----------------------------------------------------------------------------------
 def after_evaluate(state: dict[str, Any], target: dict[str, Any]) -> Decision:
     done = finish(state, target)
     if done:
         return decision("evaluate", "report", f"{done['status']}: {done['reason']}")
     rules = state["settings"]["routing"]
+    held = held_for_review(state)
+    if held and rules.get("held_to_human", True):
+        base = state["baseline"]["geomean_us"]
+        which = ", ".join(f"#{a['n']} ({base / a['geomean_us']:.1f}x the baseline)" for a in held)
+        return decision("evaluate", "human", f"held for review: {which}; approve it after checking it")
     streaks = state["streaks"]
     last = streaks["last_round"] or {"passed": True}
     same = streaks["same_error"]

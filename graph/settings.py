@@ -40,6 +40,7 @@ class RoutingSettings(_Strict):
     failed_validations_to_human: int = Field(ge=1)
     stall_rounds: int = Field(ge=1)
     stall_improvement: float = Field(ge=0)
+    held_to_human: bool = True
 
 
 class SearchSettings(_Strict):

@@ -61,6 +61,10 @@ class RunState(RunInput, total=False):
     """Every evaluated candidate, oldest first: {n, round, identity, module, space_module, config, origin,
     parent, rationale, expected_effect, objections, answers, verdict, stage, error_type, message,
     geomean_us, per_shape, resources, roofline_pct, candidate, result}. The full log stays in ``result``."""
+    held_reviewed: list[int]
+    """Attempt numbers of candidates held for review (suspicious speedups) that a human has been shown."""
+    approved: list[int]
+    """Attempt numbers of held candidates a human approved: they count as results (the best may be one)."""
     round: int
     """The round being prepared or evaluated (1-based; the baseline is round 0)."""
     rounds_done: int

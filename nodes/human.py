@@ -7,6 +7,7 @@ Answers (text, as typed at the terminal or passed with --answer; Studio may send
     constrain forbid=CONSTRUCT[,...]          forbid constructs in new code
     constrain [MODULE:]KEY=V1,V2 ...          keep only these values of a key
     candidate PATH [MODULE] [CONFIG-JSON]     evaluate your own kernel file (through the critic)
+    approve N [N ...]                         accept candidates held for review (suspicious speedups)
 Everything before ``interrupt()`` is idempotent: the node runs again from its top on resume.
 """
 
@@ -23,7 +24,7 @@ import yaml
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from graph.routing import decision, fresh_streaks
+from graph.routing import decision, fresh_streaks, held_for_review
 from nodes.audit import audit
 from nodes.propose import review_record
 from nodes.report import write_report
@@ -37,8 +38,10 @@ CHOICES = [
     "widen [MODULE:]KEY=V1,V2: add values to the search space (e.g. widen num_warps=32)",
     "constrain forbid=CONSTRUCT | constrain [MODULE:]KEY=V1,V2: forbid a construct, or keep only these",
     "candidate PATH [MODULE] [CONFIG-JSON]: evaluate your own kernel file (it goes through the critic)",
+    "approve N [N ...]: accept candidates held for review (more than the suspicious-speedup limit faster "
+    "than the baseline, within the roofline) as results, after you checked them",
 ]
-ACTIONS = ("continue", "stop", "widen", "constrain", "candidate")
+ACTIONS = ("continue", "stop", "widen", "constrain", "candidate", "approve")
 CANDIDATE_ARGS = re.compile(
     r"""^(?P<path>"[^"]+"|'[^']+'|\S+)(?:\s+(?P<module>[^\s{]+\.py))?\s*(?P<config>\{.*\})?\s*$"""
 )
@@ -112,7 +115,31 @@ def parse_answer(answer: Any, state: dict[str, Any], task: Task) -> dict[str, An
         return {"action": "constrain", "forbid": forbid, "changes": changes}
     if action == "candidate":
         return _parse_candidate(answer.strip()[len(tokens[0]) :].strip(), spaces, task)
+    if action == "approve":
+        return _parse_approve(args, state)
     raise AnswerError(f"unknown answer {tokens[0]!r}; choose one of: {', '.join(ACTIONS)}")
+
+
+def _parse_approve(args: list[str], state: dict[str, Any]) -> dict[str, Any]:
+    """``approve N [N ...]`` (``#N`` or comma lists too): every N must be a candidate held as a speedup."""
+    numbers = [t.strip().lstrip("#") for arg in args for t in arg.split(",") if t.strip()]
+    if not numbers:
+        raise AnswerError("approve needs the number of a held candidate, e.g. approve 12")
+    attempts = {a["n"]: a for a in state.get("attempts", [])}
+    chosen = []
+    for raw in numbers:
+        if not raw.isdigit() or int(raw) not in attempts:
+            raise AnswerError(f"approve {raw}: no evaluated candidate #{raw}")
+        attempt = attempts[int(raw)]
+        if attempt.get("held") == "roofline":
+            raise AnswerError(
+                f"approve {raw}: #{raw} measured faster than the copy bandwidth, so the measurement "
+                "itself is wrong; it cannot be approved"
+            )
+        if attempt.get("held") != "speedup":
+            raise AnswerError(f"approve {raw}: #{raw} was not held for review ({attempt['verdict']})")
+        chosen.append(int(raw))
+    return {"action": "approve", "attempts": chosen}
 
 
 def _parse_candidate(text: str, spaces: dict[str, dict[str, list]], task: Task) -> dict[str, Any]:
@@ -167,6 +194,19 @@ def pause_summary(state: dict[str, Any]) -> dict[str, Any]:
         ],
         "search_spaces": state["search_spaces"],
         "forbid": state.get("forbid", []),
+        # held for review and not approved yet: ``approve N`` accepts one
+        "held": [
+            {
+                "n": a["n"],
+                "module": a["module"],
+                "config": a["config"],
+                "geomean_us": a["geomean_us"],
+                "speedup": round(baseline["geomean_us"] / a["geomean_us"], 3),
+                "message": a["message"],
+            }
+            for a in state.get("attempts", [])
+            if a.get("held") == "speedup" and a["n"] not in state.get("approved", []) and a.get("geomean_us")
+        ],
     }
 
 
@@ -207,6 +247,10 @@ def human(
         key=f"answer{len(state.get('attempts', []))}",
     )
     update["human"] = parsed
+    # Whatever the answer, the held candidates were shown: they do not ask again.
+    update["held_reviewed"] = sorted(
+        set(state.get("held_reviewed", [])) | {a["n"] for a in held_for_review(state)}
+    )
     update["route"] = decision("human", goto, f"human: {parsed['action']}")
     update["active_s"] = time.monotonic() - started
     return Command(goto=goto, update=update)
@@ -219,6 +263,23 @@ def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> t
     fresh = fresh_streaks()
     if action == "continue":
         return {"streaks": fresh}, "diagnose"
+    if action == "approve":
+        approved = [a for a in state["attempts"] if a["n"] in parsed["attempts"]]
+        fastest = min(approved, key=lambda a: a["geomean_us"])
+        update: dict[str, Any] = {
+            "approved": sorted(set(state.get("approved", [])) | set(parsed["attempts"])),
+            "streaks": fresh,
+        }
+        if fastest["geomean_us"] < state["best"]["geomean_us"]:
+            update["best"] = {
+                **fastest,
+                "verdict": "pass",
+                "stage": "done",
+                "error_type": None,
+                "approved_by": "human",
+                "message": f"held for review ({fastest['message']}); approved by a human",
+            }
+        return update, "diagnose"
     if action in ("widen", "constrain"):
         spaces = copy.deepcopy(state["search_spaces"])
         for change in parsed["changes"]:

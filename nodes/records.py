@@ -94,6 +94,8 @@ def attempt_record(
         "stage": result.stage,
         "error_type": result.error_type,
         "message": result.message,
+        # "speedup" | "roofline" when held for human review as a suspicious speedup
+        "held": result.details.get("held") if result.error_type == "suspicious_speedup" else None,
         "geomean_us": result.metrics.geomean_us,
         "per_shape": per_shape,
         "roofline_pct": largest_shape_roofline(per_shape),

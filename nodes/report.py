@@ -45,6 +45,7 @@ def _summary(a: dict[str, Any] | None) -> dict[str, Any] | None:
         "candidate",
         "result",
         "rationale",
+        "approved_by",  # set when a human approved a candidate held for review
     )
     return {k: a.get(k) for k in keys}
 
@@ -173,7 +174,12 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         f"- device: {report['device']['kind']} ({report['device']['name']})",
         f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
         f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
-        f"({best['candidate']})",
+        f"({best['candidate']})"
+        + (
+            f"; held for review as a suspicious speedup and approved by a {best['approved_by']}"
+            if best.get("approved_by")
+            else ""
+        ),
         f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x"
         + (" (interpreted: a ranking, not a speed claim)" if report["device"]["interpreted"] else ""),
         f"- rounds: {report['rounds']}, candidates evaluated: {report['candidates_evaluated']}, "

@@ -175,3 +175,22 @@ def test_cli_json_and_exit_codes():
 
     wrong = _cli(str(TASK / "missing.json"), str(CANDIDATES / "good.py"))
     assert wrong.returncode == 2 and "not found" in wrong.stderr
+
+
+def test_speedups_beyond_ten_times_or_the_roofline_are_held_and_say_which():
+    from tools.evaluate import Evaluator
+    from tools.results import EvalResult, Metrics, ShapeTiming
+
+    def timed(us: float, pct: float) -> EvalResult:
+        row = ShapeTiming(shape={"N": 4096}, dtype="float32", median_us=us, min_us=us, spread=1.0,
+                          gbps=pct * 40, roofline_pct=pct)  # fmt: skip
+        return EvalResult(verdict="pass", stage="timing", metrics=Metrics(per_shape=[row]))
+
+    with Evaluator(load_task(TASK), "cpu", EvalSettings(fork_workers=False)) as evaluator:
+        baseline = timed(100.0, 5.0)
+        assert evaluator._judge_timing(timed(20.0, 25.0), baseline).stage == "done"  # 5x: a result
+        fast = evaluator._judge_timing(timed(5.0, 90.0), baseline)  # 20x, within the roofline
+        assert fast.error_type == "suspicious_speedup" and fast.details["held"] == "speedup"
+        assert "20.0x faster than the baseline" in fast.message
+        beyond = evaluator._judge_timing(timed(50.0, 150.0), baseline)  # faster than a copy
+        assert beyond.error_type == "suspicious_speedup" and beyond.details["held"] == "roofline"

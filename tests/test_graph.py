@@ -25,6 +25,7 @@ from graph_support import (
 from nodes.expert import ExpertCritic
 from nodes.roles import Critique
 from nodes.runtime import run_task
+from tools.results import EvalResult
 
 
 def cfg(block: int, warps: int) -> str:
@@ -303,3 +304,75 @@ def test_a_model_that_proposes_less_than_a_round_gets_the_search_to_fill_it(tmp_
     )
     expert_run.start()
     assert len([a for a in expert_run.state["attempts"] if a["origin"] != "baseline"]) == 1
+
+
+def _held(us: float, held: str = "speedup") -> EvalResult:
+    """What the evaluator returns for a candidate > 10x the baseline (or beyond the roofline): timed,
+    correct, and held for review."""
+    result = passed(us, interpreted=False)
+    result.verdict, result.stage, result.error_type = "fail", "timing", "suspicious_speedup"
+    result.message = f"{100.0 / us:.1f}x faster than the baseline: held for human review"
+    result.details = {"held": held}
+    return result
+
+
+def test_a_held_speedup_asks_the_human_and_counts_only_once_approved(tmp_path):
+    proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)], [prop(64, 2)]])
+    evaluator = ScriptedEvaluator(
+        {cfg(256, 4): _held(5.0), cfg(64, 1): passed(80.0, False)}, default=passed(100.0, False)
+    )
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=3)).start()
+    assert run.edges()[-1] == ("evaluate", "human")
+    question = run.question
+    assert "held for review: #1 (20.0x the baseline)" in question["summary"]["why"]
+    assert [h["n"] for h in question["summary"]["held"]] == [1]
+    assert run.state["best"]["n"] == 0  # held: not a result until approved
+
+    run.answer("approve 0")  # the baseline was never held
+    assert "was not held for review" in run.question["error"]
+    run.answer("approve #1")
+    best = run.state["best"]
+    assert best["n"] == 1 and best["approved_by"] == "human" and best["verdict"] == "pass"
+    assert run.state["approved"] == [1] and ("human", "diagnose") in run.edges()
+    # the run went on; the approved candidate stayed the best and did not ask again
+    assert run.state["stop"]["status"] == "budget_exhausted"
+    assert run.nodes.count("human") == 1
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["speedup"] == 20.0 and report["best"]["approved_by"] == "human"
+    assert "approved by a human" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):
+    proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)]])
+    evaluator = ScriptedEvaluator({cfg(256, 4): _held(5.0, held="roofline")}, default=passed(100.0, False))
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=2)).start()
+    # beyond the roofline is a wrong measurement, not a result to review: the run does not stop for it
+    assert ("evaluate", "human") not in run.edges()
+    assert run.state["best"]["n"] == 0
+
+
+def test_approve_names_what_cannot_be_approved(tmp_path):
+    from nodes.human import AnswerError, parse_answer
+
+    state = {
+        "search_spaces": {},
+        "attempts": [
+            {"n": 0, "verdict": "pass", "held": None},
+            {"n": 1, "verdict": "fail", "held": "roofline"},
+            {"n": 2, "verdict": "fail", "held": "speedup"},
+        ],
+    }
+    task = run_task({"task": str(AXPY)})
+    assert parse_answer("approve #2", state, task) == {"action": "approve", "attempts": [2]}
+    for answer, why in [
+        ("approve 1", "faster than the copy bandwidth"),
+        ("approve 0", "was not held for review"),
+        ("approve 7", "no evaluated candidate #7"),
+        ("approve", "needs the number"),
+    ]:
+        try:
+            parse_answer(answer, state, task)
+        except AnswerError as exc:
+            assert why in str(exc), (answer, str(exc))
+        else:
+            raise AssertionError(f"{answer!r} was accepted")

@@ -481,6 +481,7 @@ class Evaluator:
                     f"(> {s.timing.unstable_spread}); the measurement is not trustworthy",
                 )
             if row.roofline_pct is not None and row.roofline_pct > s.suspicious_roofline_pct:
+                result.details["held"] = "roofline"  # the measurement itself is wrong: never approvable
                 return _reject(
                     result,
                     "timing",
@@ -496,6 +497,8 @@ class Evaluator:
             for row in result.metrics.per_shape:
                 ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
                 if ref and ref / row.median_us > s.suspicious_speedup:
+                    # plausible for a naive baseline, so a human may approve it after checking
+                    result.details["held"] = "speedup"
                     return _reject(
                         result,
                         "timing",
