@@ -211,6 +211,9 @@ def main() -> None:
         default="",
         help="comma-separated PARALLEL/WARMUP_MS/REP_MS settings to compare on the same batch",
     )
+    parser.add_argument(
+        "--no-torch", action="store_true", help="skip torch eager / torch.compile (baseline + repeatability)"
+    )
     parser.add_argument("--workdir", default="/tmp/ka-bench")
     parser.add_argument("--check-timeout", type=float, default=240.0)
     args = parser.parse_args()
@@ -233,7 +236,7 @@ def main() -> None:
             task, "cuda", EvalSettings(workdir=f"{args.workdir}/{name}", check_timeout_s=args.check_timeout)
         ) as evaluator:
             rows, resources, repeat = baseline_rows(task, evaluator)
-        torch_timings = torch_rows(task, settings, copy_gbps)
+        torch_timings = [{} for _ in rows] if args.no_torch else torch_rows(task, settings, copy_gbps)
         report["tasks"][name] = {
             "baseline": rows,
             "resources": resources,

@@ -129,37 +129,47 @@ def compare(
 def _scan_slice(
     scan: _Scan, got: torch.Tensor, expected: torch.Tensor, offset: int, rtol: float, atol: float, row: int
 ) -> None:
+    """Every statistic of one slice reduced on its device and read back in one transfer: each host
+    read waits for the GPU, and with many check workers time-slicing one GPU that wait dominates."""
     g = got.to(torch.float64)
     e = expected.to(torch.float64)
     g_nan, e_nan = torch.isnan(g), torch.isnan(e)
     bad_nan = g_nan & ~e_nan
-    count = int(bad_nan.sum())
-    if count:
-        if scan.nan_first is None:
-            scan.nan_first = offset + int(bad_nan.nonzero()[0, 0])
-        scan.nan_count += count
     both_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))
     diff = torch.where(both_inf | (g_nan & e_nan), torch.zeros_like(g), (g - e).abs())
     # row > 0: rtol applies to the element's magnitude or its row's RMS, whichever is larger (opt-in)
     scale = torch.maximum(e.abs(), _row_rms(e, row)) if row else e.abs()
     bad = (diff > atol + rtol * scale) | (e_nan & ~g_nan)
-    count = int(bad.sum())
-    if count:
+    finite = torch.isfinite(e) & torch.isfinite(g)
+    zero = torch.zeros((), dtype=torch.float64, device=g.device)
+    empty = not diff.numel()
+    worst_at = zero if empty else diff.argmax()
+    stats = torch.stack(
+        [
+            bad_nan.sum().to(torch.float64),
+            bad.sum().to(torch.float64),
+            torch.where(torch.isfinite(diff), diff, -torch.inf).amax() if not empty else -torch.inf + zero,
+            torch.where(finite, e, zero).square().sum(),
+            torch.where(finite, g - e, zero).square().sum(),
+            worst_at.to(torch.float64),
+            zero if empty else diff[worst_at],
+        ]
+    ).tolist()
+    nan_count, bad_count, top, ref_sq, diff_sq, at, value = stats
+    if nan_count:
+        if scan.nan_first is None:
+            scan.nan_first = offset + int(bad_nan.nonzero()[0, 0])
+        scan.nan_count += int(nan_count)
+    if bad_count:
         if scan.bad_first is None:
             scan.bad_first = offset + int(bad.nonzero()[0, 0])
-        scan.bad_count += count
-    finite_diff = diff[torch.isfinite(diff)]
-    if finite_diff.numel():
-        top = float(finite_diff.max())
+        scan.bad_count += int(bad_count)
+    if top != -float("inf"):
         scan.max_finite_diff = top if scan.max_finite_diff is None else max(scan.max_finite_diff, top)
-    finite = torch.isfinite(e) & torch.isfinite(g)
-    scan.ref_sq += float(e[finite].square().sum())
-    scan.diff_sq += float((g[finite] - e[finite]).square().sum())
-    if diff.numel():
-        at = int(diff.argmax())
-        value = float(diff[at])
-        if value > scan.worst_diff:
-            scan.worst_diff, scan.worst_at = value, offset + at
+    scan.ref_sq += ref_sq
+    scan.diff_sq += diff_sq
+    if not empty and value > scan.worst_diff:
+        scan.worst_diff, scan.worst_at = value, offset + int(at)
 
 
 def _row_rms(e: torch.Tensor, row: int) -> torch.Tensor:
@@ -192,9 +202,17 @@ def _num(x: torch.Tensor) -> float | str:
 
 
 def same_bits(a: tuple, b: tuple) -> bool:
-    return all(
-        x.shape == y.shape
-        and torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0))
-        and torch.equal(torch.isnan(x), torch.isnan(y))
+    """Bit-identical outputs (NaN where NaN), read back in one transfer."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=True)):
+        return False
+    if not a:
+        return True
+    where = a[0].device
+    flags = [
+        (
+            (torch.nan_to_num(x, nan=0.0) == torch.nan_to_num(y, nan=0.0)).all()
+            & (torch.isnan(x) == torch.isnan(y)).all()
+        ).to(where)
         for x, y in zip(a, b, strict=True)
-    )
+    ]
+    return bool(torch.stack(flags).all())
