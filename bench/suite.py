@@ -6,7 +6,8 @@ bandwidth, all timed in one process.
                           [--rounds N] [--minutes M] [--search-timeout S] [--compile default,max-autotune]
 
 Stages, per task:
-- search: ``python -m graph.run tasks/T --device cuda --non-interactive --run-dir OUT/runs/T``; a run
+- search: ``python -m graph.run tasks/T --device cuda --non-interactive --run-dir OUT/runs/T`` with
+  ``routing.held_to_human=false`` (unattended: candidates held for review stay failures); a run
   folder that already holds a report is reused, a killed one is resumed.
 - export: the run's winner as a standalone module, OUT/kernels/T.py (dispatch table when it wins).
 - time: in this process, per shape: that module's ``launch(*inputs)``, the baseline with its config,
@@ -209,7 +210,9 @@ def search(name: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
     else:
         cmd = [sys.executable, "-m", "graph.run", str(REPO / "tasks" / name), "--device", args.device,
-               "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed)]  # fmt: skip
+               "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed),
+               # unattended: a candidate held for review stays a failure (nobody is there to approve it)
+               "--set", "routing.held_to_human=false"]  # fmt: skip
         if args.rounds:
             cmd += ["--rounds", str(args.rounds)]
         if args.minutes:
