@@ -27,6 +27,7 @@ from langgraph.types import Command, interrupt
 from graph.routing import decision, fresh_streaks, held_for_review
 from nodes.audit import audit
 from nodes.propose import review_record
+from nodes.records import load_result, save_result
 from nodes.report import write_report
 from nodes.roles import Proposal
 from nodes.runtime import RunContext, run_task
@@ -256,6 +257,17 @@ def human(
     return Command(goto=goto, update=update)
 
 
+def _persist_approval(run_dir: str, attempt: dict[str, Any]) -> None:
+    """The approved result file becomes a pass (what export and later tools read), saying who approved."""
+    result = load_result(run_dir, attempt["identity"])
+    if result is None or result.passed:
+        return
+    result.verdict, result.stage, result.error_type = "pass", "done", None
+    result.message = f"held for review ({result.message}); approved by a human"
+    result.details = {**result.details, "approved_by": "human"}
+    save_result(run_dir, attempt["identity"], result)
+
+
 def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> tuple[dict[str, Any], str]:
     action = parsed["action"]
     if action == "stop":
@@ -270,6 +282,12 @@ def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> t
             "approved": sorted(set(state.get("approved", [])) | set(parsed["attempts"])),
             "streaks": fresh,
         }
+        extra = copy.deepcopy(state.get("extra_modules", {}))
+        for a in approved:
+            _persist_approval(state["run_dir"], a)
+            if a["module"] in extra:
+                extra[a["module"]]["passed"] = True  # its module joins the search like a passing one
+        update["extra_modules"] = extra
         if fastest["geomean_us"] < state["best"]["geomean_us"]:
             update["best"] = {
                 **fastest,

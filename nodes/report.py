@@ -323,7 +323,8 @@ def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any
     audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
     memory = remember_run(state, task)
     state = {**state, "memory": memory, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
-    exported = export_to_run(task, state["run_dir"])  # the winner as RUN_DIR/kernel.py
+    # the winner as RUN_DIR/kernel.py: the state's best (the watchdog's or a human-approved one)
+    exported = export_to_run(task, state["run_dir"], best=state["best"]["identity"])
     audit(
         state["run_dir"],
         "report",

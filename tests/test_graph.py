@@ -340,6 +340,10 @@ def test_a_held_speedup_asks_the_human_and_counts_only_once_approved(tmp_path):
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["speedup"] == 20.0 and report["best"]["approved_by"] == "human"
     assert "approved by a human" in (tmp_path / "run" / "report.md").read_text()
+    # the take-home kernel is the approved one, and its result file says who approved it
+    assert 'CONFIG = {"BLOCK": 256, "num_warps": 4}' in (tmp_path / "run" / "kernel.py").read_text()
+    stored = json.loads((tmp_path / "run" / best["result"]).read_text())
+    assert stored["verdict"] == "pass" and stored["details"]["approved_by"] == "human"
 
 
 def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):

@@ -445,8 +445,10 @@ def export_run(
     dispatch: Literal["auto", "always", "never"] = "auto",
     bucket_dims: list[str] | None = None,
     threshold: float = THRESHOLD,
+    pinned_best: str | None = None,
 ) -> tuple[str, ExportSummary, DispatchReport]:
-    """The module text for a run folder, its report.json, or one results/<identity>.json."""
+    """The module text for a run folder, its report.json, or one results/<identity>.json.
+    ``pinned_best``: the run's best identity when the caller knows it (else report.json's)."""
     path = Path(best)
     if path.is_file() and path.parent.name == "results":
         run_dir, only = path.parent.parent, path.stem
@@ -459,7 +461,7 @@ def export_run(
         candidates = [c for c in candidates if c.identity == only]
     if not candidates:
         raise ExportError(f"{best}: no passing candidate with timings and source found")
-    pinned = only or run_best_identity(run_dir)
+    pinned = only or pinned_best or run_best_identity(run_dir)
     return build_export(
         task,
         candidates,
@@ -501,14 +503,16 @@ def export_candidate(
     return text, summary
 
 
-def export_to_run(task: Task, run_dir: str | Path, filename: str = "kernel.py") -> dict[str, Any]:
-    """Report-time hook: the run's winner as RUN_DIR/kernel.py. Returns what the report shows:
-    {path, dispatch, module, config, reason, markdown (single config vs table)}, or {path: None,
-    reason} when the run has nothing exportable."""
+def export_to_run(
+    task: Task, run_dir: str | Path, filename: str = "kernel.py", best: str | None = None
+) -> dict[str, Any]:
+    """Report-time hook: the run's winner (``best``, the state's best identity) as RUN_DIR/kernel.py.
+    Returns what the report shows: {path, dispatch, module, config, reason, markdown (single config vs
+    table)}, or {path: None, reason} when the run has nothing exportable."""
     from tools.dispatch import render_markdown
 
     try:
-        text, summary, report = export_run(task, run_dir)
+        text, summary, report = export_run(task, run_dir, pinned_best=best)
     except (ExportError, ValueError, OSError) as exc:
         return {"path": None, "reason": str(exc)}
     (Path(run_dir) / filename).write_text(text)
