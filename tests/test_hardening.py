@@ -97,6 +97,20 @@ def test_network_is_stopped_at_run_time(tmp_path):
     assert "network access refused" in r.message
 
 
+def test_signalling_another_process_is_stopped_at_run_time_and_the_next_candidate_runs(tmp_path):
+    settings = EvalSettings(static_checks=False, workdir=str(tmp_path), parallel=1)
+    task = load_task(TASKS / "axpy")
+    cheat = Candidate(source=(CHEATS / "signals_parent.py").read_text(), config=CONFIG)
+    good = Candidate(source=(HERE / "fixtures" / "candidates" / "good.py").read_text(), config=CONFIG)
+    with Evaluator(task, "cpu", settings) as evaluator:
+        stopped, after = evaluator.evaluate_many([cheat, good])
+        zygote = evaluator._zygote.proc.pid
+        state = Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state != "T"  # not stopped: it forks the next worker at once
+    assert stopped.error_type == "forbidden_construct" and "os.kill to process" in stopped.message
+    assert after.passed, after.message
+
+
 def test_static_checks_stop_both_escapes_first():
     for name in ("writes_outside", "opens_socket"):
         r = evaluate(TASKS / "axpy", (CHEATS / f"{name}.py").read_text(), CONFIG, device="cpu")

@@ -32,9 +32,20 @@ def test_forked_workers_start_in_under_a_second_each_in_its_own_scratch(tmp_path
     assert not Path(f"/proc/{zygote_pid}").exists() or _zombie(zygote_pid)
 
 
+def test_nothing_planted_in_the_evaluator_folder_is_imported_by_a_worker(tmp_path):
+    # a module named like one the worker imports, in the folder the zygote runs in
+    (tmp_path / "shlex.py").write_text("raise SystemExit('planted module imported')\n")
+    (tmp_path / "getpass.py").write_text("raise SystemExit('planted module imported')\n")
+    task = load_task(TASK)
+    with Evaluator(task, "cpu", EvalSettings(parallel=1, workdir=str(tmp_path))) as evaluator:
+        result = evaluator.evaluate_many([_cand(128)])[0]
+    assert result.passed, result.message
+
+
 def test_a_dead_zygote_is_replaced_and_no_candidate_is_lost(tmp_path):
     task = load_task(TASK)
     with Evaluator(task, "cpu", EvalSettings(parallel=2, workdir=str(tmp_path))) as evaluator:
+        evaluator.evaluate_many([_cand(64)])
         first = evaluator._zygote
         first.proc.kill()
         first.proc.wait()

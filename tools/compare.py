@@ -152,7 +152,7 @@ def _scan_slice(
             torch.where(finite, e, zero).square().sum(),
             torch.where(finite, g - e, zero).square().sum(),
             worst_at.to(torch.float64),
-            zero if empty else diff[worst_at],
+            zero if empty else diff.take(worst_at),  # take: indexing by a GPU scalar would sync
         ]
     ).tolist()
     nan_count, bad_count, top, ref_sq, diff_sq, at, value = stats

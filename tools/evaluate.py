@@ -122,7 +122,8 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings, zygote: 
         try:
             returncode, text = zygote.run(argv, scratch, own, limits, settings.check_timeout_s)
             forked = True
-        except RuntimeError:  # the zygote died: this candidate gets a fresh interpreter instead
+        except RuntimeError:  # the zygote failed (its worker is killed): a fresh interpreter instead
+            job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
             out_file.unlink(missing_ok=True)
     if not forked:
         returncode, text = _spawn_worker(argv, scratch, env, limits, settings.check_timeout_s)
@@ -147,7 +148,7 @@ def _spawn_worker(
 ) -> tuple[int | None, str]:
     """A worker in a fresh interpreter: (exit code, output), exit code None when killed at timeout."""
     proc = subprocess.Popen(
-        [*sandbox.network_isolation(), sys.executable, "-m", "tools.worker", *argv],
+        [*sandbox.network_isolation(), sys.executable, "-P", "-m", "tools.worker", *argv],
         cwd=scratch,
         env=env,
         stdout=subprocess.PIPE,
@@ -192,7 +193,7 @@ class TimingServer:
     def start(self) -> subprocess.Popen:
         log = open(self.scratch_root / "timing_server.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
-            [*sandbox.network_isolation(), sys.executable, "-m", "tools.worker", "serve"],
+            [*sandbox.network_isolation(), sys.executable, "-P", "-m", "tools.worker", "serve"],
             cwd=self.scratch_root,
             env=_worker_env("cuda", self.scratch_root / "triton_cache_unused", self.scratch_root),
             stdin=subprocess.PIPE,
@@ -267,7 +268,6 @@ class Evaluator:
         self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
         self.hidden_shapes = draw_hidden_shapes(task, self.device, self.settings)
         self.sandbox = sandbox.describe(self.device)
-        self._worker_source()  # the zygote imports torch and Triton while the caller gets ready
 
     def close(self) -> None:
         if self._server is not None:

@@ -68,6 +68,24 @@ _PROCESS_EVENTS = frozenset(
         "os.startfile",
     }
 )
+# Signals: only to this process or its own children (subprocess timeouts kill a stuck ptxas).
+_SIGNAL_EVENTS = frozenset({"os.kill", "os.killpg", "signal.pthread_kill"})
+
+
+def _own_process(target: object, event: str) -> bool:
+    if event == "signal.pthread_kill":
+        return True  # a thread of this process
+    if not isinstance(target, int) or target <= 0:
+        return False  # 0 / negative: a whole process group
+    if target == os.getpid() or (event == "os.killpg" and target == os.getpgid(0)):
+        return True
+    try:
+        stat = Path(f"/proc/{target}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid()  # its parent is this process
+
+
 # The exec behind subprocess.Popen with close_fds=False (how Triton runs ptxas): judged like Popen.
 # os.exec* stays refused: it would replace the worker, which then reports what it likes.
 _SPAWN_EVENTS = frozenset({"os.posix_spawn"})
@@ -181,6 +199,9 @@ def install_audit_hook(writable: list[Path]) -> None:
             )
         elif event in _PROCESS_EVENTS:
             raise SandboxViolation(f"sandbox: {event} refused")
+        elif event in _SIGNAL_EVENTS and args and not _own_process(args[0], event):
+            # the zygote that forked this worker, other workers, the evaluator: none may be signalled
+            raise SandboxViolation(f"sandbox: {event} to process {args[0]} refused")
         elif (
             event in _PATH_EVENTS
             and args

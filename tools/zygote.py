@@ -31,15 +31,28 @@ from typing import IO, Any
 
 from tools import sandbox
 
+_PROTOCOL_FD = 1  # moved off fd 1 by serve(), so that stray prints cannot corrupt the protocol
+
 
 def _say(message: dict) -> None:
-    os.write(1, (json.dumps(message) + "\n").encode())  # unbuffered: a child inherits no pending bytes
+    os.write(_PROTOCOL_FD, (json.dumps(message) + "\n").encode())  # unbuffered: a child inherits none
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL a child's process group, or the child alone if it has not called setsid() yet."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _child(request: dict) -> None:
     """In the forked child: become a fresh worker, run it, exit. Never returns."""
     code = 1
     try:
+        if _PROTOCOL_FD != 1:
+            os.close(_PROTOCOL_FD)  # a candidate must not be able to speak the zygote's protocol
         os.setsid()
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 1)
@@ -67,48 +80,65 @@ def _child(request: dict) -> None:
 
 
 def serve() -> None:
+    global _PROTOCOL_FD
+    import torch
     import triton.language  # noqa: F401  (what every child would otherwise import itself)
 
     import tools.worker  # noqa: F401
 
+    _PROTOCOL_FD = os.dup(1)
+    os.dup2(2, 1)  # prints from imported code land in the log, not in the protocol
     children: set[int] = set()
     pending = b""
     reading = True
-    while reading or children:
-        ready, _, _ = select.select([0] if reading else [], [], [], 0.05)
-        if ready:
-            chunk = os.read(0, 1 << 16)
-            if not chunk:
-                reading = False
-                for pid in children:  # the evaluator is gone: nobody will read these results
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(pid, signal.SIGKILL)
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                request = json.loads(line)
-                pid = os.fork()
+    try:
+        _say({"ready": True})
+        while reading or children:
+            ready, _, _ = select.select([0] if reading else [], [], [], 0.05)
+            if ready:
+                chunk = os.read(0, 1 << 16)
+                if not chunk:
+                    reading = False
+                    for pid in children:  # the evaluator is gone: nobody will read these results
+                        _kill(pid)
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    request = json.loads(line)
+                    if torch.cuda.is_initialized():  # a CUDA context does not survive fork()
+                        raise RuntimeError("the zygote initialized CUDA; it cannot fork workers")
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request)
+                    children.add(pid)
+                    _say({"token": request["token"], "pid": pid})
+            while children:
+                pid, status = os.waitpid(-1, os.WNOHANG)
                 if pid == 0:
-                    _child(request)
-                children.add(pid)
-                _say({"token": request["token"], "pid": pid})
-        while children:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                break
-            children.discard(pid)
-            _say({"pid": pid, "status": status})
+                    break
+                children.discard(pid)
+                _say({"pid": pid, "status": status})
+    finally:
+        for pid in children:  # whatever ended the zygote, no worker outlives it unsupervised
+            _kill(pid)
 
 
 class Zygote:
-    """The evaluator's side: forks workers through one zygote process; safe to call from many threads."""
+    """The evaluator's side: forks workers through one zygote process; safe to call from many threads.
+
+    Any failure (the zygote died, did not start, did not answer) raises RuntimeError after the worker
+    it may have forked is killed, so the caller can run the candidate another way."""
+
+    READY_TIMEOUT_S = 180.0  # the zygote's own imports (torch, Triton) on a busy machine
+    FORK_TIMEOUT_S = 30.0
 
     def __init__(self, command_prefix: list[str], cwd: Path, env: dict[str, str], max_open_files: int):
         self._log: IO[bytes] = open(cwd / "zygote.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
-            [*command_prefix, sys.executable, "-m", "tools.zygote"],
+            # -P: the zygote's folder is not on sys.path (nothing planted there is imported)
+            [*command_prefix, sys.executable, "-P", "-m", "tools.zygote"],
             cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,
@@ -116,29 +146,43 @@ class Zygote:
             stderr=self._log,
             preexec_fn=sandbox.limits(max_open_files, cpu_seconds=None, address_space=None),
         )
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._changed = threading.Condition()
+        self._ready = False
+        self._eof = False
         self._pids: dict[str, int] = {}
         self._status: dict[int, int] = {}
+        self._cancelled: set[str] = set()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            message = json.loads(line)
+        try:
+            for line in self.proc.stdout:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                with self._changed:
+                    if message.get("ready"):
+                        self._ready = True
+                    elif "token" in message:
+                        if message["token"] in self._cancelled:  # its caller gave up: no orphan
+                            self._cancelled.discard(message["token"])
+                            _kill(message["pid"])
+                        else:
+                            self._pids[message["token"]] = message["pid"]
+                    elif "pid" in message:
+                        self._status[message["pid"]] = message["status"]
+                    self._changed.notify_all()
+        finally:
             with self._changed:
-                if "token" in message:
-                    self._pids[message["token"]] = message["pid"]
-                else:
-                    self._status[message["pid"]] = message["status"]
+                self._eof = True  # the zygote died or closed: wake every waiter
                 self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()  # the zygote died: wake every waiter
 
     @property
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self._eof and self.proc.poll() is None
 
     def run(
         self, argv: list[str], cwd: Path, env: dict[str, str], limits: dict[str, Any], timeout: float
@@ -155,39 +199,45 @@ class Zygote:
             "log": str(log),
             "limits": limits,
         }
-        with self._lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
         with self._changed:
-            if not self._changed.wait_for(lambda: token in self._pids or not self.alive, timeout=30):
-                raise RuntimeError("the zygote did not fork a worker within 30 s")
+            if not self._changed.wait_for(lambda: self._ready or self._eof, self.READY_TIMEOUT_S):
+                raise RuntimeError(f"the zygote did not start within {self.READY_TIMEOUT_S:.0f} s")
+            if self._eof:
+                raise RuntimeError("the zygote is gone")
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
+                self.proc.stdin.flush()
+            except (OSError, ValueError) as exc:
+                raise RuntimeError(f"the zygote stopped reading: {exc}") from exc
+            if not self._changed.wait_for(lambda: token in self._pids or self._eof, self.FORK_TIMEOUT_S):
+                self._cancelled.add(token)
+                raise RuntimeError(f"the zygote did not fork a worker within {self.FORK_TIMEOUT_S:.0f} s")
             if token not in self._pids:
                 raise RuntimeError("the zygote died before it forked the worker")
             pid = self._pids.pop(token)
-            finished = self._changed.wait_for(lambda: pid in self._status or not self.alive, timeout)
-            if not finished:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                self._changed.wait_for(lambda: pid in self._status or not self.alive, 30)
+            finished = self._changed.wait_for(lambda: pid in self._status or self._eof, timeout)
+            if not finished or pid not in self._status:
+                _kill(pid)
+                if finished:  # the zygote died while the worker ran
+                    raise RuntimeError("the zygote died while its worker ran")
+                self._changed.wait_for(lambda: pid in self._status or self._eof, 30)
             status = self._status.pop(pid, None)
         output = log.read_bytes().decode(errors="replace") if log.exists() else ""
         if not finished:
             return None, output
-        if status is None:
-            raise RuntimeError("the zygote died while its worker ran")
+        assert status is not None
         return os.waitstatus_to_exitcode(status), output
 
     def close(self) -> None:
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):
+            with contextlib.suppress(OSError):
                 self.proc.stdin.close()
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
+                _kill(self.proc.pid)
                 self.proc.wait()
         self._log.close()
 
