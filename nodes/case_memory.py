@@ -174,17 +174,20 @@ def cases_of_run(
     attempts = state.get("attempts", [])
     kept = kept_identities(attempts)
     best = (state.get("best") or {}).get("identity")
+    approved = set(state.get("approved", []))
     baseline_us = state["baseline"]["geomean_us"]
     cases = []
     for a in attempts:
         seen = diagnoses.get(max(a["round"], 1)) or {}
         source_file = run_dir / a["candidate"]
+        # held for review and approved by a human: a result like any pass (kept if it became the best)
+        outcome = {**a, "verdict": "pass", "stage": "done", "error_type": None} if a["n"] in approved else a
         cases.append(
             case_from_attempt(
                 task_signature=task.signature(),
                 candidate=a,
-                result=a,
-                kept=a["identity"] in kept,
+                result=outcome,
+                kept=a["identity"] in kept or (a["n"] in approved and a["identity"] == best),
                 run_id=run_dir.name,
                 baseline_us=baseline_us,
                 snapshot=seen.get("snapshot"),

@@ -383,6 +383,27 @@ def test_kept_means_it_became_the_best_when_its_round_was_judged() -> None:
     assert kept_identities(attempts) == {"y", "w"}
 
 
+def test_a_candidate_a_human_approved_is_remembered_as_a_kept_success(tmp_path) -> None:
+    from nodes.case_memory import cases_of_run
+    from tools.task import load_task
+
+    def a(n: int, round_: int, us: float, verdict: str, held: str | None = None) -> dict[str, Any]:
+        return {"n": n, "identity": f"id{n}", "round": round_, "verdict": verdict, "geomean_us": us,
+                "held": held, "config": {"BLOCK": 128}, "module": "baseline.py", "candidate": f"c/{n}.py",
+                "error_type": None if verdict == "pass" else "suspicious_speedup"}  # fmt: skip
+
+    attempts = [a(0, 0, 100.0, "pass"), a(1, 1, 5.0, "fail", "speedup"), a(2, 1, 6.0, "fail", "speedup")]
+    state = {"run_dir": str(tmp_path), "attempts": attempts, "approved": [1], "best": attempts[1],
+             "baseline": attempts[0]}  # fmt: skip
+    task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "axpy")
+    cases = cases_of_run(state, task, {}, lambda module: "")
+    approved, held = cases[1], cases[2]
+    assert approved.outcome.verdict == "pass" and approved.outcome.speedup == 20.0
+    assert approved.kept and approved.best_of_run
+    assert held.outcome.verdict == "fail" and held.outcome.error_type == "suspicious_speedup"
+    assert not held.kept
+
+
 # -- the same experiment on the H200 -----------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.slow
