@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from graph.settings import SettingsError
 from memory import default_case_store, default_validation_cache, open_case_library
 from nodes.audit import audit
-from nodes.records import save_result
+from nodes.records import approved_record, save_result
 from tools.candidate import Candidate
 from tools.results import EvalResult
 from tools.task import Task
@@ -181,7 +181,7 @@ def cases_of_run(
         seen = diagnoses.get(max(a["round"], 1)) or {}
         source_file = run_dir / a["candidate"]
         # held for review and approved by a human: a result like any pass (kept if it became the best)
-        outcome = {**a, "verdict": "pass", "stage": "done", "error_type": None} if a["n"] in approved else a
+        outcome = approved_record(a) if a["n"] in approved else a
         cases.append(
             case_from_attempt(
                 task_signature=task.signature(),

@@ -27,7 +27,7 @@ from langgraph.types import Command, interrupt
 from graph.routing import decision, fresh_streaks, held_for_review
 from nodes.audit import audit
 from nodes.propose import review_record
-from nodes.records import load_result, save_result
+from nodes.records import approved_record, load_result, save_result
 from nodes.report import write_report
 from nodes.roles import Proposal
 from nodes.runtime import RunContext, run_task
@@ -289,14 +289,7 @@ def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> t
                 extra[a["module"]]["passed"] = True  # its module joins the search like a passing one
         update["extra_modules"] = extra
         if fastest["geomean_us"] < state["best"]["geomean_us"]:
-            update["best"] = {
-                **fastest,
-                "verdict": "pass",
-                "stage": "done",
-                "error_type": None,
-                "approved_by": "human",
-                "message": f"held for review ({fastest['message']}); approved by a human",
-            }
+            update["best"] = approved_record(fastest)
         return update, "diagnose"
     if action in ("widen", "constrain"):
         spaces = copy.deepcopy(state["search_spaces"])

@@ -108,6 +108,18 @@ def attempt_record(
     }
 
 
+def approved_record(attempt: dict[str, Any]) -> dict[str, Any]:
+    """A candidate held for review, as the result a human's approval makes it."""
+    return {
+        **attempt,
+        "verdict": "pass",
+        "stage": "done",
+        "error_type": None,
+        "approved_by": "human",
+        "message": f"held for review ({attempt.get('message', '')}); approved by a human",
+    }
+
+
 def with_log(attempt: dict[str, Any], run_dir: str | Path) -> dict[str, Any]:
     """The attempt plus the evaluator's full log and the failing source (what the proposer reads in fix
     mode), from the run folder, so a run resumed in a new process still has both."""

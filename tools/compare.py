@@ -201,18 +201,35 @@ def _num(x: torch.Tensor) -> float | str:
     return v if v == v and abs(v) != float("inf") else str(v)
 
 
+def _read_back(flags: list[torch.Tensor]) -> list[bool]:
+    """Per-pair verdicts computed on the device, read back in one transfer (one wait for the GPU)."""
+    where = flags[0].device
+    return [bool(f) for f in torch.stack([f.to(where) for f in flags]).tolist()]
+
+
 def same_bits(a: tuple, b: tuple) -> bool:
-    """Bit-identical outputs (NaN where NaN), read back in one transfer."""
+    """Bit-identical outputs (NaN where NaN)."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=True)):
         return False
     if not a:
         return True
-    where = a[0].device
+    return all(
+        _read_back(
+            [
+                (torch.nan_to_num(x, nan=0.0) == torch.nan_to_num(y, nan=0.0)).all()
+                & (torch.isnan(x) == torch.isnan(y)).all()
+                for x, y in zip(a, b, strict=True)
+            ]
+        )
+    )
+
+
+def changed_inputs(inputs: tuple, saved: tuple) -> list[int]:
+    """Indices of inputs that no longer equal their saved copies (as ``torch.equal`` judges)."""
+    if not inputs:
+        return []
     flags = [
-        (
-            (torch.nan_to_num(x, nan=0.0) == torch.nan_to_num(y, nan=0.0)).all()
-            & (torch.isnan(x) == torch.isnan(y)).all()
-        ).to(where)
-        for x, y in zip(a, b, strict=True)
+        (now != before).any() if now.shape == before.shape else torch.ones((), dtype=torch.bool)
+        for now, before in zip(inputs, saved, strict=True)
     ]
-    return bool(torch.stack(flags).all())
+    return [i for i, changed in enumerate(_read_back(flags)) if changed]

@@ -12,7 +12,6 @@ server that reuses each candidate's Triton cache, so nothing is compiled twice.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -99,15 +98,18 @@ def _worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    sandbox.kill_group(proc.pid)
     proc.wait()
 
 
 def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings, zygote: Zygote | None = None) -> dict:
     job_file, out_file = scratch / "job.json", scratch / "check.json"
-    job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
-    out_file.unlink(missing_ok=True)
+
+    def fresh_job() -> None:
+        job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
+        out_file.unlink(missing_ok=True)
+
+    fresh_job()
     argv = ["check", str(job_file), str(out_file)]
     env = _worker_env(job["device"], Path(job["triton_cache"]), scratch)
     limits = {
@@ -115,18 +117,14 @@ def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings, zygote: 
         "cpu_seconds": settings.check_timeout_s * 2 + 60,
         "address_space": settings.cpu_address_space_bytes if job["device"] == "cpu" else None,
     }
-    returncode: int | None = None
-    forked = False
+    outcome = None
     if zygote is not None and zygote.alive:
         own = {key: env[key] for key in ("TRITON_CACHE_DIR", "TMPDIR")}
         try:
-            returncode, text = zygote.run(argv, scratch, own, limits, settings.check_timeout_s)
-            forked = True
+            outcome = zygote.run(argv, scratch, own, limits, settings.check_timeout_s)
         except RuntimeError:  # the zygote failed (its worker is killed): a fresh interpreter instead
-            job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
-            out_file.unlink(missing_ok=True)
-    if not forked:
-        returncode, text = _spawn_worker(argv, scratch, env, limits, settings.check_timeout_s)
+            fresh_job()
+    returncode, text = outcome or _spawn_worker(argv, scratch, env, limits, settings.check_timeout_s)
     if returncode is None:
         return {
             "verdict": "fail",
@@ -233,13 +231,8 @@ class TimingServer:
         return _died(proc.returncode, log, "timing")
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                _kill_group(self.proc)
+        if self.proc is not None:
+            sandbox.stop_server(self.proc)
         self.proc = None
 
 
@@ -379,8 +372,7 @@ class Evaluator:
                     "out": str(Path(job["candidate"]).parent / "timing.json"),
                     "timing": asdict(self.settings.timing),
                 }
-                if self._server is None:
-                    self._server = TimingServer(self.settings, self.root)
+                assert self._server is not None  # started before the checks
                 timed_at = time.perf_counter()
                 timed = self._server.time(timing_job)
                 results[i] = self._finish(candidates[i], checked[i], timed, baseline)

@@ -12,10 +12,12 @@ import guard: a candidate that slips past them is still stopped before the write
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -253,6 +255,29 @@ def apply_limits(max_open_files: int, cpu_seconds: float | None, address_space: 
         resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 5))
     if address_space:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a worker's process group (it called setsid()), or the process alone if it has not yet."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def stop_server(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """End a server that exits when its stdin closes; its process group is killed after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        proc.wait()
 
 
 def limits(max_open_files: int, cpu_seconds: float | None, address_space: int | None) -> Callable[[], None]:

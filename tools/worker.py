@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tools.compare import as_tuple, check_structure, compare, same_bits
+from tools.compare import as_tuple, changed_inputs, check_structure, compare, same_bits
 from tools.guard import (
     ForbiddenOperation,
     ImportGuard,
@@ -287,7 +287,7 @@ def _check_one(
     expected = _reference(task, inputs, shape)
     out = guarded_call(module, recorder, inputs, config, poison=math.nan, stage="correctness")
     _check(task, module, recorder, inputs, config, out, expected, where)
-    for i in _changed_inputs(inputs, saved):
+    for i in changed_inputs(inputs, saved):
         now, before = inputs[i], saved[i]
         if now.shape == before.shape:
             diff = (now != before).reshape(-1).nonzero()
@@ -336,19 +336,6 @@ def _check_one(
             expected_new,
             {**where, "fresh_values": True},
         )
-
-
-def _changed_inputs(inputs: tuple, saved: tuple) -> list[int]:
-    """Indices of inputs that no longer equal their saved copies (as ``torch.equal`` judges), read back
-    in one transfer instead of one wait for the GPU per input."""
-    if not inputs:
-        return []
-    where = inputs[0].device
-    flags = [
-        ((now != before).any() if now.shape == before.shape else torch.ones((), dtype=torch.bool)).to(where)
-        for now, before in zip(inputs, saved, strict=True)
-    ]
-    return [i for i, changed in enumerate(torch.stack(flags).tolist()) if changed]
 
 
 def _first_problem(got: tuple, expected: tuple, inputs: tuple, task: Task, dtype: str) -> tuple | None:

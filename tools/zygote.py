@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,15 +35,6 @@ _PROTOCOL_FD = 1  # moved off fd 1 by serve(), so that stray prints cannot corru
 
 def _say(message: dict) -> None:
     os.write(_PROTOCOL_FD, (json.dumps(message) + "\n").encode())  # unbuffered: a child inherits none
-
-
-def _kill(pid: int) -> None:
-    """SIGKILL a child's process group, or the child alone if it has not called setsid() yet."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _child(request: dict) -> None:
@@ -100,7 +90,7 @@ def serve() -> None:
                 if not chunk:
                     reading = False
                     for pid in children:  # the evaluator is gone: nobody will read these results
-                        _kill(pid)
+                        sandbox.kill_group(pid)
                 pending += chunk
                 while b"\n" in pending:
                     line, pending = pending.split(b"\n", 1)
@@ -122,7 +112,7 @@ def serve() -> None:
                 _say({"pid": pid, "status": status})
     finally:
         for pid in children:  # whatever ended the zygote, no worker outlives it unsupervised
-            _kill(pid)
+            sandbox.kill_group(pid)
 
 
 class Zygote:
@@ -169,7 +159,7 @@ class Zygote:
                     elif "token" in message:
                         if message["token"] in self._cancelled:  # its caller gave up: no orphan
                             self._cancelled.discard(message["token"])
-                            _kill(message["pid"])
+                            sandbox.kill_group(message["pid"])
                         else:
                             self._pids[message["token"]] = message["pid"]
                     elif "pid" in message:
@@ -218,7 +208,7 @@ class Zygote:
             pid = self._pids.pop(token)
             finished = self._changed.wait_for(lambda: pid in self._status or self._eof, timeout)
             if not finished or pid not in self._status:
-                _kill(pid)
+                sandbox.kill_group(pid)
                 if finished:  # the zygote died while the worker ran
                     raise RuntimeError("the zygote died while its worker ran")
                 self._changed.wait_for(lambda: pid in self._status or self._eof, 30)
@@ -230,15 +220,7 @@ class Zygote:
         return os.waitstatus_to_exitcode(status), output
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                _kill(self.proc.pid)
-                self.proc.wait()
+        sandbox.stop_server(self.proc)
         self._log.close()
 
 
