@@ -38,18 +38,28 @@ CONFIGS: dict[str, dict[str, list[dict[str, Any]]]] = {
             {"ROWS": 8, "num_warps": 32},
             {"ROWS": 4, "num_warps": 16},
         ],
+        "persistent.py": [
+            {"PROGRAMS": 132, "STAGES": 1, "num_warps": 4},
+            {"PROGRAMS": 1056, "STAGES": 3, "num_warps": 16},
+            {"PROGRAMS": 264, "STAGES": 2, "num_warps": 8},
+        ],
     },
     "softmax": {
         "baseline.py": [{"num_warps": 16}, {"num_warps": 4}, {"num_warps": 32}],
         "online.py": [
             {"BLOCK_N": 512, "PROGRAMS": 132, "num_warps": 4},
-            {"BLOCK_N": 8192, "PROGRAMS": 65536, "num_warps": 32},
+            {"BLOCK_N": 16384, "PROGRAMS": 65536, "num_warps": 32},
             {"BLOCK_N": 1024, "PROGRAMS": 264, "num_warps": 8},
         ],
         "split_row.py": [
             {"SPLITS": 1, "BLOCK_N": 4096, "num_warps": 16},
             {"SPLITS": 8, "BLOCK_N": 512, "num_warps": 4},
             {"SPLITS": 128, "BLOCK_N": 512, "num_warps": 8},
+        ],
+        "multirow.py": [
+            {"ROWS": 1, "num_warps": 2},
+            {"ROWS": 8, "num_warps": 16},
+            {"ROWS": 4, "num_warps": 4},
         ],
     },
     "gqa_decode": {
@@ -66,7 +76,7 @@ CONFIGS: dict[str, dict[str, list[dict[str, Any]]]] = {
         "split_kv.py": [
             {"SPLITS": 4, "BLOCK_S": 16, "num_warps": 4, "num_stages": 2},
             {"SPLITS": 1, "BLOCK_S": 128, "num_warps": 8, "num_stages": 4},
-            {"SPLITS": 64, "BLOCK_S": 16, "num_warps": 2, "num_stages": 1},
+            {"SPLITS": 256, "BLOCK_S": 16, "num_warps": 2, "num_stages": 1},
         ],
     },
 }

@@ -1,7 +1,7 @@
 """Row softmax with a looped online softmax: rows of any length in BLOCK_N tiles, nothing spills.
 
 Pass 1 keeps a running max (a scalar; the sum is rescaled when it grows) and per-lane running sums;
-pass 2 re-reads the row and writes exp(x - max) / sum. One exp per element per pass.
+pass 2 re-reads the row, last tile first, and writes exp(x - max) / sum. One exp per element per pass.
 The re-read is cheap only while the row is still in L2, so at most PROGRAMS programs run, each
 looping over rows: fewer rows in flight, a smaller working set (132 is the H200's SM count; a value
 above M gives one row per program).
@@ -32,8 +32,10 @@ def softmax_online_kernel(x_ptr, y_ptr, M, N, BLOCK_N: tl.constexpr):
             s = s * tl.exp2((m - m_new) * LOG2E) + tl.exp2((x - m_new) * LOG2E)
             m = m_new
         inv_sum = 1.0 / tl.sum(s, axis=0)
-        for start in range(0, N, BLOCK_N):
-            idx = start + cols
+        # Pass 2 walks the row backwards: the tiles pass 1 read last are the likeliest still in L2.
+        tiles = tl.cdiv(N, BLOCK_N)
+        for back in range(0, tiles):
+            idx = (tiles - 1 - back) * BLOCK_N + cols
             mask = idx < N
             x = tl.load(x_row + idx, mask=mask, other=0.0).to(tl.float32)
             tl.store(y_row + idx, (tl.exp2((x - m) * LOG2E) * inv_sum).to(y_ptr.dtype.element_ty), mask=mask)
