@@ -55,7 +55,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
 
     from tools.compare import compare
     from tools.task import import_file, load_task, torch_dtype
-    from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
+    from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
     from tools.worker import bytes_moved
 
     task = load_task(REPO / "tasks" / args.task)
@@ -69,10 +69,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         expected = _tuple(task.reference(*[t.clone() for t in inputs]))
         rtol, atol = task.tolerance(dtype)
         moved = bytes_moved(task, inputs, expected)
-        src = torch.randint(0, 255, (moved // 2,), dtype=torch.uint8, device="cuda")
-        dst = torch.empty_like(src)
-        copy_us = time_fn(lambda src=src, dst=dst: dst.copy_(src), settings).median_us
-        del src, dst
+        copy_us = copy_time_us(moved, settings)
         print(f"\n{shape} {dtype}: {moved / 1e6:.1f} MB, same-size copy {copy_us:.1f} us", flush=True)
         for module, configs in grids:
             for config in configs:

@@ -115,6 +115,13 @@ def _cell(m: dict | None, key: str = "median_us", spec: str = ".1f") -> str:
     return format(m[key], spec) if m.get(key) is not None else "-"
 
 
+def _same_size_pct(row: dict[str, Any]) -> str:
+    best = row["methods"].get("best") or {}
+    if not row.get("copy_same_size_us") or not best.get("median_us"):
+        return "-"
+    return f"{100 * row['copy_same_size_us'] / best['median_us']:.1f}"
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Benchmark suite",
@@ -122,7 +129,9 @@ def markdown(report: dict[str, Any]) -> str:
         "Times: one call captured in a CUDA graph, its replay timed by do_bench with the L2 flushed, median "
         "of 3 medians, every method in the same process as its copy-bandwidth measurement. Every output "
         "was checked against the task's reference before it was timed. `% copy` = achieved GB/s (bytes "
-        "read + written, inputs and outputs once) / the copy bandwidth. torch.compile max-autotune: "
+        "read + written, inputs and outputs once) / the copy bandwidth (a 1 GiB device copy). `same-size "
+        "copy`: a device copy moving the shape's bytes, the ceiling at that size (a short op pays ramp-up "
+        "and tail that 1 GiB hides). torch.compile max-autotune: "
         "Inductor's autotuned kernels replayed in the same kind of CUDA graph as the rest "
         "(mode max-autotune-no-cudagraphs; the mode's own graphs would replay the same kernels).",
         "",
@@ -162,8 +171,9 @@ def markdown(report: dict[str, Any]) -> str:
             head = " | ".join(f"{METHODS[m]} us" for m in present)
             lines += [
                 "",
-                f"| shape | dtype | MB | {head} | best GB/s | best % copy | vs compile | vs baseline |",
-                "|---|---|---|" + "---|" * len(present) + "---|---|---|---|",
+                f"| shape | dtype | MB | {head} | best GB/s | best % copy | same-size copy us | "
+                "best % same-size copy | vs compile | vs baseline |",
+                "|---|---|---|" + "---|" * len(present) + "---|---|---|---|---|---|",
             ]
             for r in rows:
                 best = r["methods"].get("best")
@@ -173,6 +183,7 @@ def markdown(report: dict[str, Any]) -> str:
                     f"{(r.get('bytes') or 0) / 1e6:.3g} | "
                     + " | ".join(_cell(r["methods"].get(m)) for m in present)
                     + f" | {_cell(best, 'gbps', '.0f')} | {_cell(best, 'roofline_pct')} | "
+                    + f"{_cell(r, 'copy_same_size_us')} | {_same_size_pct(r)} | "
                     + " | ".join("-" if v is None else f"{v:.2f}x" for v in vs)
                     + " |"
                 )
@@ -279,7 +290,7 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
 
     from tools.compare import compare
     from tools.task import import_file, load_task, torch_dtype
-    from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn
+    from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
     from tools.worker import bytes_moved
 
     task = load_task(REPO / "tasks" / name)
@@ -306,6 +317,7 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
         expected = _tuple(task.reference(*[t.clone() for t in inputs]))
         rtol, atol = task.tolerance(dtype)
         row: dict[str, Any] = {"shape": shape, "dtype": dtype, "methods": {}}
+        row["copy_same_size_us"] = copy_time_us(bytes_moved(task, inputs, expected), settings)
         for label, fn in methods.items():
             try:
                 for _ in range(3):  # compile, autotune, record CUDA graphs where the method does

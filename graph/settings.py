@@ -54,6 +54,10 @@ class SearchSettings(_Strict):
     near_roofline_pct: float = Field(gt=0)
 
 
+class EvaluatorSettings(_Strict):
+    suspicious_speedup: float = Field(default=10.0, ge=1)
+
+
 class ProfilerSettings(_Strict):
     ncu: bool
     timeout_s: float = Field(gt=0)
@@ -75,6 +79,7 @@ class Settings(BaseModel):
     search: SearchSettings
     profiler: ProfilerSettings
     device_limits: DeviceLimits
+    evaluator: EvaluatorSettings = EvaluatorSettings()
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

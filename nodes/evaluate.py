@@ -17,7 +17,7 @@ from graph.routing import after_evaluate, finish, improved, round_outcome, updat
 from nodes.audit import audit
 from nodes.case_memory import RunCache, served_from_cache
 from nodes.records import attempt_record, load_result, save_result, with_log, write_candidate
-from nodes.runtime import RunContext, evaluator_for, module_source, run_task, space_module
+from nodes.runtime import RunContext, eval_settings, evaluator_for, module_source, run_task, space_module
 from tools.candidate import Candidate
 from tools.results import EvalResult
 from tools.task import Task
@@ -99,6 +99,7 @@ def evaluate(
             device=state["device"],
             baseline=baseline,
             on_result=arrived,
+            settings=eval_settings(task, state["settings"]),
         )
     missing = [candidates[i].identity for i, r in enumerate(results) if r is None]
     if missing:

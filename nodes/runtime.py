@@ -16,6 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from nodes.roles import AgentContext, Critic, Diagnoser, Proposer
+from tools.evaluate import EvalSettings
 from tools.task import Task, load_task
 
 Agents = tuple[Diagnoser, Proposer, Critic]
@@ -28,8 +29,8 @@ class RunContext:
     agents: Any = None
     """Prebuilt (Diagnoser, Proposer, Critic); None builds them from the state's model SPECs."""
     evaluator: Any = None
-    """Callable like tools.evaluate.evaluate_many(task, candidates, *, device, baseline, on_result);
-    None uses tools.evaluate.evaluate_many."""
+    """Callable like tools.evaluate.evaluate_many(task, candidates, *, device, baseline, on_result,
+    settings); None uses tools.evaluate.evaluate_many."""
 
 
 def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
@@ -87,6 +88,11 @@ def agents_for(state: dict[str, Any], runtime: Runtime[RunContext] | None) -> Ag
         return prebuilt
     settings = json.dumps(state["settings"], sort_keys=True)
     return _build(state.get("model") or "expert", state.get("critic_model"), settings)
+
+
+def eval_settings(task: Task, settings: dict[str, Any]) -> EvalSettings:
+    """The evaluator's settings for this run: the task's own, then the run's merged `evaluator` section."""
+    return EvalSettings.for_task(task, **settings.get("evaluator", {}))
 
 
 def evaluator_for(runtime: Runtime[RunContext] | None) -> Callable[..., list]:

@@ -15,7 +15,7 @@ from graph.settings import load_settings
 from nodes.audit import audit
 from nodes.case_memory import open_library, validation_cache_status
 from nodes.records import attempt_record, default_run_dir, load_result, save_result, write_candidate
-from nodes.runtime import RunContext, evaluator_for
+from nodes.runtime import RunContext, eval_settings, evaluator_for
 from tools.candidate import Candidate
 from tools.evaluate import resolve_device
 from tools.task import TaskError, load_task
@@ -47,7 +47,9 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
     result = load_result(run_dir, baseline.identity)
     if result is None:
         get_stream_writer()({"event": "baseline", "status": "evaluating", "device": device})
-        result = evaluator_for(runtime)(task, [baseline], device=device)[0]
+        result = evaluator_for(runtime)(
+            task, [baseline], device=device, settings=eval_settings(task, settings)
+        )[0]
         save_result(run_dir, baseline.identity, result)
     if not result.passed:
         raise TaskError(

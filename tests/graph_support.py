@@ -57,9 +57,13 @@ class ScriptedEvaluator:
         # The axpy baseline passes at 100 us (on the same kind of device) unless the table says otherwise.
         self.table.setdefault(key(BASELINE_CONFIG), passed(100.0, self.default.device.interpreted))
         self.calls: list[list[Candidate]] = []
+        self.settings: list[Any] = []  # the EvalSettings each call got
 
-    def __call__(self, task, candidates, *, device="auto", baseline=None, on_result=None) -> list[EvalResult]:
+    def __call__(
+        self, task, candidates, *, device="auto", baseline=None, on_result=None, settings=None
+    ) -> list[EvalResult]:
         self.calls.append(list(candidates))
+        self.settings.append(settings)
         out = []
         for i, cand in enumerate(candidates):
             result = self.table.get(key(cand.config), self.default).model_copy(deep=True)

@@ -7,6 +7,7 @@ the verdict a user would rely on. Afterwards a correct candidate must still pass
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,36 @@ def test_speedups_beyond_ten_times_or_the_roofline_are_held_and_say_which():
         assert "20.0x faster than the baseline" in fast.message
         beyond = evaluator._judge_timing(timed(50.0, 150.0), baseline)  # faster than a copy
         assert beyond.error_type == "suspicious_speedup" and beyond.details["held"] == "roofline"
+
+
+def test_a_task_with_a_naive_baseline_raises_the_hold_threshold_but_never_the_roofline(tmp_path):
+    from tools.evaluate import Evaluator
+    from tools.results import EvalResult, Metrics, ShapeTiming
+    from tools.task import TaskError
+
+    def timed(us: float, pct: float) -> EvalResult:
+        row = ShapeTiming(shape={"N": 4096}, dtype="float32", median_us=us, min_us=us, spread=1.0,
+                          gbps=pct * 40, roofline_pct=pct)  # fmt: skip
+        return EvalResult(verdict="pass", stage="timing", metrics=Metrics(per_shape=[row]))
+
+    folder = tmp_path / "axpy"
+    shutil.copytree(TASK, folder)
+    spec = json.loads((folder / "task.json").read_text())
+    spec["settings"] = {**spec.get("settings", {}), "evaluator": {"suspicious_speedup": 50}}
+    (folder / "task.json").write_text(json.dumps(spec))
+    task = load_task(folder)
+    assert EvalSettings.for_task(task).suspicious_speedup == 50
+    assert EvalSettings.for_task(task, suspicious_speedup=30).suspicious_speedup == 30  # the run's override
+    with Evaluator(task, "cpu", EvalSettings.for_task(task, fork_workers=False)) as evaluator:
+        baseline = timed(100.0, 2.0)
+        assert evaluator._judge_timing(timed(5.0, 40.0), baseline).stage == "done"  # 20x: a result here
+        held = evaluator._judge_timing(timed(1.0, 100.0), baseline)  # 100x
+        assert held.details["held"] == "speedup" and "hold threshold 50x" in held.message
+        beyond = evaluator._judge_timing(timed(2.5, 120.0), baseline)  # 40x but faster than a copy
+        assert beyond.details["held"] == "roofline"
+
+    for wrong in ({"suspicious_speedup": 0.5}, {"suspicious_speedup": "ten"}, {"retries": 2}):
+        spec["settings"]["evaluator"] = wrong
+        (folder / "task.json").write_text(json.dumps(spec))
+        with pytest.raises(TaskError, match="suspicious_speedup"):
+            load_task(folder)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from graph_support import (
     AXPY,
     COMPILE_LOG,
@@ -344,6 +346,24 @@ def test_a_held_speedup_asks_the_human_and_counts_only_once_approved(tmp_path):
     assert 'CONFIG = {"BLOCK": 256, "num_warps": 4}' in (tmp_path / "run" / "kernel.py").read_text()
     stored = json.loads((tmp_path / "run" / best["result"]).read_text())
     assert stored["verdict"] == "pass" and stored["details"]["approved_by"] == "human"
+
+
+def test_the_hold_threshold_reaches_the_evaluator_from_the_settings(tmp_path):
+    """configs/default.yaml says 10x; a task or the command line (--set evaluator.suspicious_speedup=N)
+    may raise it for a naive baseline, and every evaluator call of the run gets it."""
+
+    def run(name: str, evaluator_settings: dict[str, Any] | None) -> Run:
+        r = Run(tmp_path / name, ScriptedProposer([[prop(64, 1)]]), **one_per_round(rounds=1))
+        if evaluator_settings is not None:
+            r.inputs["overrides"]["evaluator"] = evaluator_settings
+        return r
+
+    default = run("default", None).start()
+    assert {s.suspicious_speedup for s in default.evaluator.settings} == {10.0}
+    raised = run("raised", {"suspicious_speedup": 60}).start()
+    assert {s.suspicious_speedup for s in raised.evaluator.settings} == {60.0}
+    with pytest.raises(Exception, match="evaluator.suspicious_speedup"):
+        run("wrong", {"suspicious_speedup": 0}).start()
 
 
 def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):

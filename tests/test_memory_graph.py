@@ -42,8 +42,8 @@ class CountingEvaluator:
         self.calls = 0
         self.configs: list[dict[str, Any]] = []
 
-    def __call__(self, task, candidates, *, device="auto", baseline=None, on_result=None):
-        with Evaluator(task, device) as evaluator:
+    def __call__(self, task, candidates, *, device="auto", baseline=None, on_result=None, settings=None):
+        with Evaluator(task, device, settings) as evaluator:
             try:
                 return evaluator.evaluate_many(candidates, baseline, on_result)
             finally:

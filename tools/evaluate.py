@@ -64,6 +64,15 @@ class EvalSettings:
         default_factory=lambda: os.environ.get("KERNEL_AGENT_FORK_WORKERS", "1") != "0"
     )
 
+    @classmethod
+    def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
+        """The defaults, then the task's own (task.json "settings": {"evaluator": {...}}), then ``overrides``.
+
+        A task whose baseline is naive declares a higher ``suspicious_speedup``: a correct kernel at the
+        roofline may be far more than 10x faster. The roofline check holds every candidate regardless."""
+        own = {key: float(value) for key, value in task.spec.settings.get("evaluator", {}).items()}
+        return cls(**(own | overrides))
+
 
 def resolve_device(device: str = "auto") -> str:
     if device not in {"auto", "cpu", "cuda"}:
@@ -246,7 +255,7 @@ class Evaluator:
     def __init__(self, task: Task, device: str = "auto", settings: EvalSettings | None = None):
         self.task = task
         self.device = resolve_device(device)
-        self.settings = settings or EvalSettings()
+        self.settings = settings or EvalSettings.for_task(task)
         root = (
             Path(self.settings.workdir)
             if self.settings.workdir
@@ -495,8 +504,8 @@ class Evaluator:
                         result,
                         "timing",
                         "suspicious_speedup",
-                        f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape}: "
-                        "held for human review",
+                        f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape} (hold "
+                        f"threshold {s.suspicious_speedup:g}x): held for human review",
                     )
         result.stage = "done"
         return result

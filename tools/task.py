@@ -83,6 +83,19 @@ class TaskSpec(BaseModel):
     # Per-task overrides of configs/default.yaml (thresholds, tolerances of the search, ...).
     settings: dict[str, Any] = {}
 
+    @field_validator("settings")
+    @classmethod
+    def _evaluator_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # The evaluator reads these itself (tools/evaluate.py), so they are checked here, not only by the
+        # graph's settings model.
+        evaluator = value.get("evaluator", {})
+        if not isinstance(evaluator, dict) or set(evaluator) - {"suspicious_speedup"}:
+            raise ValueError('settings.evaluator may only hold "suspicious_speedup"')
+        speedup = evaluator.get("suspicious_speedup", 10.0)
+        if isinstance(speedup, bool) or not isinstance(speedup, int | float) or speedup < 1:
+            raise ValueError(f"settings.evaluator.suspicious_speedup must be a number >= 1, got {speedup!r}")
+        return value
+
     @field_validator("dtype")
     @classmethod
     def _known_dtype(cls, value: str | list[str]) -> str | list[str]:
