@@ -3,7 +3,9 @@
 # Usage (repo root, on the GPU box): bash bench/gpu_session.sh OUT_DIR [parts...]
 # parts: evaluator-tests bench throughput softmax ncu-cases ncu-tasks   (default: these six)
 #   also: watchdog-test                        same-process re-time of two candidates (tests/test_watchdog.py -m gpu)
-#         suite-search-TASK                    bench/suite.py search + export of one task (graph run <= 8 min)
+#         suite-search-TASK                    bench/suite.py search + export of one task (graph run <= 8 min;
+#                                              SUITE_MINUTES and SUITE_SEARCH_TIMEOUT change the budget)
+#         memory-two-runs                      two graph runs per task sharing a case library (tests/test_memory_graph.py)
 #         suite-time-TASK                      bench/suite.py timing of one task: best, baseline, eager,
 #                                              torch.compile default + max-autotune (+ SDPA), copy bandwidth
 #         throughput-ab                        the same 24 configs under several PARALLEL/WARMUP/REP settings
@@ -38,9 +40,12 @@ for part in $PARTS; do
     ncu-tasks) timeout 300 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only tasks 2>&1 | tail -20 ;;
     watchdog-test) timeout 200 python3 -m pytest tests/test_watchdog.py -m gpu -q -p no:cacheprovider 2>&1 | tail -15 ;;
     suite-search-*) timeout 590 python3 bench/suite.py --out "$OUT/suite" --tasks "${part#suite-search-}" \
-                      --stages search,export --minutes 8 --search-timeout 560 2>&1 | tail -5 ;;
+                      --stages search,export --minutes "${SUITE_MINUTES:-8}" \
+                      --search-timeout "${SUITE_SEARCH_TIMEOUT:-560}" 2>&1 | tail -5 ;;
     suite-time-*) timeout 590 python3 bench/suite.py --out "$OUT/suite" --tasks "${part#suite-time-}" \
                     --stages time --compile default,max-autotune 2>&1 | tail -30 ;;
+    memory-two-runs) timeout 590 python3 -m pytest tests/test_memory_graph.py -m gpu -k two_runs_on_the_gpu -s -q \
+                       -p no:cacheprovider 2>&1 | tee "$OUT/memory-two-runs.log" | grep -v "^$" | tail -12 ;;
     *) echo "unknown part: $part" ;;
   esac
   [ -n "${PACK:-}" ] && tar czf "$PACK" -C "$OUT" .
