@@ -1,11 +1,11 @@
 """softmax: Row softmax over the last dimension: y[i, :] = exp(x[i, :] - max(x[i, :])) / sum(exp(x[i, :] - max(x[i, :]))), computed in fp32 and stored in the input dtype (float32 or bfloat16).
 
-Exported by kernel-agent (python -m tools.export). Per-shape table over M, N: 59.33 us geomean
-against 83.88 us for one config (+41.4%), measured on NVIDIA H200; run softmax.
+Exported by kernel-agent (python -m tools.export). Per-shape table over M, N: 56.03 us geomean
+against 111.91 us for one config (+99.7%), measured on NVIDIA H200; run softmax.
 
     from softmax_kernel import launch   # or whatever this file is named
     outputs = launch(*inputs)              # the config the table picks for these shapes
-    outputs = launch(*inputs, **config)    # any config of the search space, on split_row.py
+    outputs = launch(*inputs, **config)    # any config of the search space, on baseline.py
 
 Needs only torch and triton.
 """
@@ -18,7 +18,30 @@ import triton
 import triton.language as tl
 
 # --------------------------------------------------------------------------------------------------
-# from split_row.py (candidate 3a4320fe5d6490cd)
+# from baseline.py (candidate 48974053d93a9f0f)
+# Row softmax, the tutorial kernel: one row per program, the whole row in one block.
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    num = tl.exp(x - tl.max(x, axis=0))
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_baseline(x, *, num_warps: int):
+    assert x.is_contiguous(), "x must be contiguous"
+    M, N = x.shape
+    y = torch.empty_like(x)
+    softmax_kernel[(M,)](x, y, N, BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
+    return y
+
+
+# --------------------------------------------------------------------------------------------------
+# from split_row.py (candidate af853a49ca226bc5)
 # Row softmax split across programs: for few long rows (M = 1), SPLITS programs share each row.
 #
 # Kernel 1: each (row, split) program reduces its CHUNK of the row to a partial (max, sum).
@@ -92,25 +115,86 @@ def _launch_split_row(x, *, SPLITS: int, BLOCK_N: int, num_warps: int):
 
 
 # --------------------------------------------------------------------------------------------------
-# from baseline.py (candidate 48974053d93a9f0f)
-# Row softmax, the tutorial kernel: one row per program, the whole row in one block.
+# from multirow.py (candidate 7bec3d95cb9ac20d)
+# Row softmax, ROWS short rows per program as one 2-D [ROWS, BLOCK_N] block.
+#
+# For rows of a few thousand elements one row per program leaves each program with little to load; ROWS
+# rows at once put ROWS times more independent loads in flight per program (the row stays in registers,
+# so keep ROWS * BLOCK_N modest: long rows belong to the baseline or online.py).
+
+LOG2E_multirow = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
+
 
 @triton.jit
-def softmax_kernel(x_ptr, y_ptr, N, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def softmax_multirow_kernel(x_ptr, y_ptr, M, N, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
-    mask = cols < N
-    x = tl.load(x_ptr + row * N + cols, mask=mask, other=float("-inf")).to(tl.float32)
-    num = tl.exp(x - tl.max(x, axis=0))
-    y = num / tl.sum(num, axis=0)
-    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    row_mask = rows < M
+    mask = row_mask[:, None] & (cols < N)[None, :]
+    offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    # Rows past M are all -inf (never stored): a 0 max and a unit sum keep their lanes finite.
+    m = tl.where(row_mask, tl.max(x, axis=1), 0.0)
+    num = tl.exp2((x - m[:, None]) * LOG2E_multirow)
+    y = num / tl.where(row_mask, tl.sum(num, axis=1), 1.0)[:, None]
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch_baseline(x, *, num_warps: int):
+def _launch_multirow(x, *, ROWS: int, num_warps: int):
     assert x.is_contiguous(), "x must be contiguous"
     M, N = x.shape
     y = torch.empty_like(x)
-    softmax_kernel[(M,)](x, y, N, BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
+    softmax_multirow_kernel[(triton.cdiv(M, ROWS),)](
+        x, y, M, N, ROWS=ROWS, BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps
+    )
+    return y
+
+
+# --------------------------------------------------------------------------------------------------
+# from online.py (candidate c39c98c2d966dadf)
+# Row softmax with a looped online softmax: rows of any length in BLOCK_N tiles, nothing spills.
+#
+# Pass 1 keeps a running max (a scalar; the sum is rescaled when it grows) and per-lane running sums;
+# pass 2 re-reads the row, last tile first, and writes exp(x - max) / sum. One exp per element per pass.
+# The re-read is cheap only while the row is still in L2, so at most PROGRAMS programs run, each
+# looping over rows: fewer rows in flight, a smaller working set (132 is the H200's SM count; a value
+# above M gives one row per program).
+
+LOG2E_online = tl.constexpr(1.4426950408889634)  # kernels may only read constexpr globals
+
+
+@triton.jit
+def softmax_online_kernel(x_ptr, y_ptr, M, N, BLOCK_N: tl.constexpr):
+    cols = tl.arange(0, BLOCK_N)
+    for row in range(tl.program_id(0), M, tl.num_programs(0)):
+        offset = tl.cast(row, tl.int64) * N  # row is a plain int under the interpreter: no .to()
+        x_row = x_ptr + offset
+        y_row = y_ptr + offset
+        m = tl.full([], float("-inf"), tl.float32)  # running max
+        s = tl.full([BLOCK_N], 0.0, tl.float32)  # per-lane sums, all relative to m
+        for start in range(0, N, BLOCK_N):
+            idx = start + cols
+            x = tl.load(x_row + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+            # Every tile holds at least one real element, so m_new is finite from the first tile on.
+            # Subtract before scaling by log2(e): x - m is exact for close values, x * log2(e) is not.
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            s = s * tl.exp2((m - m_new) * LOG2E_online) + tl.exp2((x - m_new) * LOG2E_online)
+            m = m_new
+        inv_sum = 1.0 / tl.sum(s, axis=0)
+        # Pass 2 walks the row backwards: the tiles pass 1 read last are the likeliest still in L2.
+        tiles = tl.cdiv(N, BLOCK_N)
+        for back in range(0, tiles):
+            idx = (tiles - 1 - back) * BLOCK_N + cols
+            mask = idx < N
+            x = tl.load(x_row + idx, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_row + idx, (tl.exp2((x - m) * LOG2E_online) * inv_sum).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_online(x, *, BLOCK_N: int, PROGRAMS: int, num_warps: int):
+    assert x.is_contiguous(), "x must be contiguous"
+    M, N = x.shape
+    y = torch.empty_like(x)
+    softmax_online_kernel[(min(M, PROGRAMS),)](x, y, M, N, BLOCK_N=BLOCK_N, num_warps=num_warps)
     return y
 
 
@@ -119,16 +203,16 @@ def _launch_baseline(x, *, num_warps: int):
 # shape (log2 distance over M, N) among the rows of its dtype.
 SHAPE_DIMS = {"M": (0, 0), "N": (0, 1)}  # dim -> (input index, axis)
 DTYPE_INPUT = 0  # the input whose dtype selects the rows (None: one dtype)
-DEFAULT = ("split_row", {"SPLITS": 8, "BLOCK_N": 2048, "num_warps": 4})  # the best single config
+DEFAULT = ("baseline", {"num_warps": 16})  # the best single config
 DISPATCH = [
-    {"when": {"M": 1, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 16, "BLOCK_N": 4096, "num_warps": 8}},
-    {"when": {"M": 32, "N": 32768}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 2048, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 8, "BLOCK_N": 2048, "num_warps": 4}},
-    {"when": {"M": 4096, "N": 4096}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 1, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 64, "BLOCK_N": 2048, "num_warps": 8}},
+    {"when": {"M": 32, "N": 32768}, "dtype": "bfloat16", "source": "multirow", "config": {"ROWS": 1, "num_warps": 8}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "bfloat16", "source": "online", "config": {"BLOCK_N": 8192, "PROGRAMS": 264, "num_warps": 16}},
+    {"when": {"M": 4096, "N": 4096}, "dtype": "bfloat16", "source": "multirow", "config": {"ROWS": 1, "num_warps": 8}},
     {"when": {"M": 8192, "N": 32768}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 1, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 16, "BLOCK_N": 4096, "num_warps": 8}},
+    {"when": {"M": 1, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 128, "BLOCK_N": 4096, "num_warps": 8}},
     {"when": {"M": 32, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 2048, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 8, "BLOCK_N": 2048, "num_warps": 4}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "float32", "source": "online", "config": {"BLOCK_N": 8192, "PROGRAMS": 264, "num_warps": 16}},
     {"when": {"M": 4096, "N": 4096}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
     {"when": {"M": 8192, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
 ]
@@ -163,6 +247,10 @@ def launch(*inputs, **config):
     """Run the kernel with the config the table picks, or with ``config`` (every key) on the
     single config's source when given."""
     source, chosen = (DEFAULT[0], config) if config else choose(*inputs)
-    if source == "baseline":
-        return _launch_baseline(*inputs, **chosen)
-    return _launch_split_row(*inputs, **chosen)
+    if source == "split_row":
+        return _launch_split_row(*inputs, **chosen)
+    if source == "multirow":
+        return _launch_multirow(*inputs, **chosen)
+    if source == "online":
+        return _launch_online(*inputs, **chosen)
+    return _launch_baseline(*inputs, **chosen)
