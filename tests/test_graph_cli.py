@@ -41,7 +41,7 @@ def test_the_cpu_acceptance_run_finishes_with_a_valid_report(tmp_path):
     attempts = report["attempts"]
     assert attempts[0]["origin"] == "baseline" and len(attempts) == 1 + 2 * 8
     modules = {a["module"] for a in attempts}
-    assert modules <= {"baseline.py", "multirow.py"}
+    assert modules <= {"baseline.py", "multirow.py", "persistent.py"}
     for a in attempts:
         assert a["verdict"] in ("pass", "fail") and "error_type" in a and a["rationale"]
         assert set(a["critique"]) == {"objections", "answers"}

@@ -165,9 +165,15 @@ def test_a_whole_run_with_the_local_model_ends_cleanly_with_a_report(tmp_path, w
         assert TASK.config_problems(a["config"], a["module"]) == []
     trail = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     assert {"setup", "diagnose", "propose"} <= {e["node"] for e in trail}
-    # the model's candidates were evaluated, or the trail says why none was
+    # the model's candidates were evaluated, or the trail says why none was: the run asked the human,
+    # or the critic sent the model's proposals back with a reason (and the search filled the round)
     why_not = [
-        e["message"] for e in trail if e["node"] in ("propose", "critic") and "-> human" in e["message"]
+        e["message"]
+        for e in trail
+        if (e["node"] in ("propose", "critic") and "-> human" in e["message"])
+        or (
+            e["node"] == "critic" and e["message"].startswith(("revise ", "reject ")) and ": " in e["message"]
+        )
     ]
     assert tried or why_not, [e["message"] for e in trail]
     if "accounting" in report:  # once the report node collects it (nodes.llm.accounting.collect)

@@ -221,7 +221,7 @@ def test_repeats_of_evaluated_candidates_are_re_asked_then_dropped():
         '## Already evaluated (never propose these again)\nbaseline.py {"ROWS": 1, "num_warps": 8}' in first
     )
     assert "every proposal was already evaluated (baseline.py" in retry
-    assert "31 of 32 configs of the search space not evaluated yet, for example:" in first
+    assert "67 of 68 configs of the search space not evaluated yet, for example:" in first
     assert any("dropped a repeat" in n for n in proposer.usage()["notes"])
 
 
@@ -293,8 +293,9 @@ def test_the_grammar_fixes_modules_and_keys_but_leaves_values_to_the_critic():
     g = proposal_grammar(make_ctx(), config_only=True, allow_expand=False)
     items = g["properties"]["proposals"]
     item = items["items"]["properties"]
-    assert item["module"]["enum"] == ["baseline.py", "multirow.py"] and "source" not in item
-    assert item["config"]["properties"] == {"ROWS": {"type": "integer"}, "num_warps": {"type": "integer"}}
+    assert item["module"]["enum"] == ["baseline.py", "multirow.py", "persistent.py"] and "source" not in item
+    keys = ("ROWS", "num_warps", "PROGRAMS", "STAGES")  # every module's keys; values stay the critic's
+    assert item["config"]["properties"] == {key: {"type": "integer"} for key in keys}
     assert items["minItems"] == 1 and items["maxItems"] == 4 and "expand" not in g["properties"]
     revise = proposal_grammar(make_ctx(mode="revise"), config_only=False, allow_expand=False)
     assert "minItems" not in revise["properties"]["proposals"]
