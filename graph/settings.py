@@ -58,6 +58,10 @@ class EvaluatorSettings(_Strict):
     suspicious_speedup: float = Field(default=10.0, ge=1)
 
 
+class WatchdogSettings(_Strict):
+    max_regression: float = Field(default=0.03, ge=0, lt=1)
+
+
 class ProfilerSettings(_Strict):
     ncu: bool
     timeout_s: float = Field(gt=0)
@@ -80,6 +84,7 @@ class Settings(BaseModel):
     profiler: ProfilerSettings
     device_limits: DeviceLimits
     evaluator: EvaluatorSettings = EvaluatorSettings()
+    watchdog: WatchdogSettings = WatchdogSettings()
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

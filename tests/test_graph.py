@@ -366,6 +366,33 @@ def test_the_hold_threshold_reaches_the_evaluator_from_the_settings(tmp_path):
         run("wrong", {"suspicious_speedup": 0}).start()
 
 
+def test_an_approved_candidate_faces_the_watchdog_before_it_becomes_the_best(tmp_path, monkeypatch):
+    """On a GPU the watchdog re-times an approved candidate against the best in one process; one that
+    regresses at a shape stays approved but does not become the best (the CPU verdict accepts, so the
+    GPU verdict is scripted here)."""
+    from tools.watchdog import WatchdogVerdict
+
+    seen: list[tuple[int, int]] = []
+
+    def regresses(task, device, run_dir, new, previous, max_regression, settings=None):
+        seen.append((new["n"], previous["n"]))
+        return WatchdogVerdict(accepted=False, compared=True, same_process=True, interpreted=False,
+                               max_regression=max_regression, reason="#1 is 8% slower at N=1200")  # fmt: skip
+
+    monkeypatch.setattr("nodes.human.recheck_new_best", regresses)
+    proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)], [prop(64, 2)]])
+    evaluator = ScriptedEvaluator({cfg(256, 4): _held(5.0)}, default=passed(100.0, False))
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=3)).start()
+    run.answer("approve 1")
+    assert seen == [(1, 0)]  # the approved candidate against the best it would replace
+    assert run.state["approved"] == [1] and run.state["best"]["n"] == 0
+    trail = [
+        json.loads(line)["message"] for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()
+    ]
+    assert "watchdog: #1 is 8% slower at N=1200" in trail
+    assert "approved #1 stays out of the best: the watchdog kept #0" in trail
+
+
 def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):
     proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)]])
     evaluator = ScriptedEvaluator({cfg(256, 4): _held(5.0, held="roofline")}, default=passed(100.0, False))
