@@ -233,7 +233,9 @@ def main() -> None:
         task = load_task(REPO / "tasks" / name)
         started = time.perf_counter()
         with Evaluator(
-            task, "cuda", EvalSettings(workdir=f"{args.workdir}/{name}", check_timeout_s=args.check_timeout)
+            task,
+            "cuda",
+            EvalSettings.for_task(task, workdir=f"{args.workdir}/{name}", check_timeout_s=args.check_timeout),
         ) as evaluator:
             rows, resources, repeat = baseline_rows(task, evaluator)
         torch_timings = [{} for _ in rows] if args.no_torch else torch_rows(task, settings, copy_gbps)

@@ -12,6 +12,7 @@ Settings (configs/default.yaml ``memory``): ``enabled`` (case library and valida
 from __future__ import annotations
 
 import contextlib
+import json
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from graph.settings import SettingsError
 from memory import default_case_store, default_validation_cache, open_case_library
 from nodes.audit import audit
 from nodes.records import approved_record, save_result
+from nodes.runtime import eval_settings
 from tools.candidate import Candidate
 from tools.results import EvalResult
 from tools.task import Task
@@ -232,19 +234,27 @@ def validation_cache_status(settings: dict[str, Any], baseline: EvalResult) -> d
 class RunCache:
     """The validation cache as one evaluate step uses it: identity + task + device -> EvalResult."""
 
-    def __init__(self, task: Task, device: dict[str, Any]):
+    def __init__(
+        self,
+        task: Task,
+        device: dict[str, Any],
+        baseline: EvalResult | None = None,
+        suspicious_speedup: float | None = None,
+    ):
         from memory.validation_cache import ValidationCache
 
         self.cache = ValidationCache()
         self.task, self.device = task, device
+        self.baseline, self.suspicious_speedup = baseline, suspicious_speedup
 
     @classmethod
     def for_run(cls, state: dict[str, Any], task: Task, baseline: EvalResult | None) -> RunCache | None:
         status = (state.get("memory") or {}).get("validation_cache") or {}
         if not status.get("enabled") or baseline is None:
             return None
+        threshold = eval_settings(task, state["settings"]).suspicious_speedup
         try:
-            return cls(task, baseline.device.model_dump())
+            return cls(task, baseline.device.model_dump(), baseline, threshold)
         except Exception:  # the file went away or became unwritable mid-run: evaluate as usual
             return None
 
@@ -256,8 +266,24 @@ class RunCache:
             result = EvalResult.model_validate(stored)
         except ValueError:
             return None  # written by another version of the result model: evaluate again
+        if result.passed and self._held_here(result):
+            return None  # passed under a higher hold threshold: this run's evaluator must hold it
         result.identity = candidate.identity
         return result
+
+    def _held_here(self, result: EvalResult) -> bool:
+        """Whether this run's threshold would hold ``result`` against this run's baseline."""
+        if self.baseline is None or self.suspicious_speedup is None:
+            return False
+        base = {
+            (json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us
+            for r in self.baseline.metrics.per_shape
+        }
+        for row in result.metrics.per_shape:
+            ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
+            if ref and row.median_us and ref / row.median_us > self.suspicious_speedup:
+                return True
+        return False
 
     def put(self, candidate: Candidate, result: EvalResult) -> None:
         if result.error_type in RUN_DEPENDENT_ERRORS:

@@ -166,3 +166,26 @@ def test_several_processes_write_concurrently(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_pass_judged_under_a_higher_hold_threshold_is_not_served_to_a_stricter_run(task: Task) -> None:
+    """A pass stored by a run that held only speedups above 60x must not reach a run holding above 10x:
+    that run's evaluator would hold it, so the cache sends it back to the evaluator."""
+    from nodes.case_memory import RunCache
+    from tools.candidate import Candidate
+    from tools.results import ShapeTiming
+
+    def timed(us: float) -> EvalResult:
+        row = ShapeTiming(shape={"N": 1024}, dtype="float32", median_us=us, min_us=us, spread=1.0)
+        return EvalResult(verdict="pass", stage="done", metrics=Metrics(per_shape=[row], geomean_us=us),
+                          device=H200)  # fmt: skip
+
+    baseline, fast = timed(1000.0), timed(40.0)  # 25x the baseline
+    cand = Candidate(source="def launch(x, **config):\n    return x * 2\n", config={"BLOCK": 128})
+    lenient = RunCache(task, H200.model_dump(), baseline, suspicious_speedup=60)
+    lenient.put(cand, fast)
+    assert lenient.get(cand) is not None and lenient.get(cand).passed
+    strict = RunCache(task, H200.model_dump(), baseline, suspicious_speedup=10)
+    assert strict.get(cand) is None
+    unrelated = RunCache(task, H200.model_dump(), timed(100.0), suspicious_speedup=10)  # 2.5x: served
+    assert unrelated.get(cand) is not None

@@ -627,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TaskError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    settings = EvalSettings()
+    settings = EvalSettings.for_task(task)
     if args.timeout:
         settings.check_timeout_s = args.timeout
     result = evaluate(task, source, config, device=device, module=module, settings=settings)
