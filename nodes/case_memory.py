@@ -272,8 +272,9 @@ class RunCache:
         return result
 
     def _held_here(self, result: EvalResult) -> bool:
-        """Whether this run's threshold would hold ``result`` against this run's baseline."""
-        if self.baseline is None or self.suspicious_speedup is None:
+        """Whether this run's threshold would hold ``result`` against this run's baseline (the evaluator
+        judges GPU timings only: interpreter times rank, they are never held)."""
+        if self.baseline is None or self.suspicious_speedup is None or result.device.interpreted:
             return False
         base = {
             (json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us
