@@ -12,7 +12,6 @@ Settings (configs/default.yaml ``memory``): ``enabled`` (case library and valida
 from __future__ import annotations
 
 import contextlib
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from nodes.audit import audit
 from nodes.records import approved_record, save_result
 from nodes.runtime import eval_settings
 from tools.candidate import Candidate
+from tools.evaluate import held_speedup
 from tools.results import EvalResult
 from tools.task import Task
 
@@ -274,17 +274,9 @@ class RunCache:
     def _held_here(self, result: EvalResult) -> bool:
         """Whether this run's threshold would hold ``result`` against this run's baseline (the evaluator
         judges GPU timings only: interpreter times rank, they are never held)."""
-        if self.baseline is None or self.suspicious_speedup is None or result.device.interpreted:
+        if self.suspicious_speedup is None or result.device.interpreted:
             return False
-        base = {
-            (json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us
-            for r in self.baseline.metrics.per_shape
-        }
-        for row in result.metrics.per_shape:
-            ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
-            if ref and row.median_us and ref / row.median_us > self.suspicious_speedup:
-                return True
-        return False
+        return held_speedup(result, self.baseline, self.suspicious_speedup) is not None
 
     def put(self, candidate: Candidate, result: EvalResult) -> None:
         if result.error_type in RUN_DEPENDENT_ERRORS:

@@ -490,25 +490,35 @@ class Evaluator:
                     f"{row.gbps:.0f} GB/s at {row.shape} is {row.roofline_pct:.0f}% of the measured "
                     "copy bandwidth: faster than the roofline; held for human review",
                 )
-        if baseline is not None and baseline.metrics.per_shape:
-            base = {
-                (json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us
-                for r in baseline.metrics.per_shape
-            }
-            for row in result.metrics.per_shape:
-                ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
-                if ref and ref / row.median_us > s.suspicious_speedup:
-                    # plausible for a naive baseline, so a human may approve it after checking
-                    result.details["held"] = "speedup"
-                    return _reject(
-                        result,
-                        "timing",
-                        "suspicious_speedup",
-                        f"{ref / row.median_us:.1f}x faster than the baseline at {row.shape} (hold "
-                        f"threshold {s.suspicious_speedup:g}x): held for human review",
-                    )
+        held = held_speedup(result, baseline, s.suspicious_speedup)
+        if held is not None:
+            speedup, shape = held
+            # plausible for a naive baseline, so a human may approve it after checking
+            result.details["held"] = "speedup"
+            return _reject(
+                result,
+                "timing",
+                "suspicious_speedup",
+                f"{speedup:.1f}x faster than the baseline at {shape} (hold "
+                f"threshold {s.suspicious_speedup:g}x): held for human review",
+            )
         result.stage = "done"
         return result
+
+
+def held_speedup(
+    result: EvalResult, baseline: EvalResult | None, threshold: float
+) -> tuple[float, dict[str, int]] | None:
+    """(speedup, shape) of the first shape where ``result`` beats ``baseline`` by more than
+    ``threshold``x (the evaluator holds such a candidate for review), or None."""
+    if baseline is None:
+        return None
+    base = {(json.dumps(r.shape, sort_keys=True), r.dtype): r.median_us for r in baseline.metrics.per_shape}
+    for row in result.metrics.per_shape:
+        ref = base.get((json.dumps(row.shape, sort_keys=True), row.dtype))
+        if ref and row.median_us and ref / row.median_us > threshold:
+            return ref / row.median_us, row.shape
+    return None
 
 
 def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[dict[str, int]]:
@@ -642,4 +652,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["EvalSettings", "Evaluator", "evaluate", "evaluate_many", "resolve_device", "candidate_identity"]
+__all__ = [
+    "EvalSettings", "Evaluator", "evaluate", "evaluate_many", "held_speedup", "resolve_device",
+    "candidate_identity",
+]  # fmt: skip
