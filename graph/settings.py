@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tools.task import Task
+from tools.task import EvaluatorOverrides, Task
 
 DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
@@ -54,10 +54,6 @@ class SearchSettings(_Strict):
     near_roofline_pct: float = Field(gt=0)
 
 
-class EvaluatorSettings(_Strict):
-    suspicious_speedup: float = Field(default=10.0, ge=1)
-
-
 class WatchdogSettings(_Strict):
     max_regression: float = Field(default=0.03, ge=0, lt=1)
 
@@ -83,7 +79,7 @@ class Settings(BaseModel):
     search: SearchSettings
     profiler: ProfilerSettings
     device_limits: DeviceLimits
-    evaluator: EvaluatorSettings = EvaluatorSettings()
+    evaluator: EvaluatorOverrides = EvaluatorOverrides()
     watchdog: WatchdogSettings = WatchdogSettings()
 
 

@@ -32,7 +32,7 @@ from tools import sandbox
 from tools.candidate import Candidate, candidate_identity
 from tools.results import EvalResult, merge_launch_resources
 from tools.static_check import check_source
-from tools.task import Task, TaskError, load_task
+from tools.task import Task, TaskError, evaluator_overrides, load_task
 from tools.timing import TimingSettings
 from tools.zygote import Zygote
 
@@ -70,8 +70,7 @@ class EvalSettings:
 
         A task whose baseline is naive declares a higher ``suspicious_speedup``: a correct kernel at the
         roofline may be far more than 10x faster. The roofline check holds every candidate regardless."""
-        own = {key: float(value) for key, value in task.spec.settings.get("evaluator", {}).items()}
-        return cls(**(own | overrides))
+        return cls(**(evaluator_overrides(task.spec.settings) | overrides))
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -57,6 +57,28 @@ class Budget(BaseModel):
     minutes: float = Field(default=20, gt=0)
 
 
+class EvaluatorOverrides(BaseModel):
+    """What a task (task.json "settings": {"evaluator": {...}}) or a run may set of the evaluator's own
+    settings (tools.evaluate.EvalSettings); the graph's settings model uses this one too."""
+
+    model_config = ConfigDict(extra="forbid")
+    suspicious_speedup: float = Field(default=10.0, ge=1, strict=True)
+
+
+def evaluator_overrides(settings: dict[str, Any]) -> dict[str, float]:
+    """The evaluator keys a task's ``settings`` sets, validated; ValueError names the key."""
+    try:
+        chosen = EvaluatorOverrides.model_validate(settings.get("evaluator", {}))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValueError(
+            f"settings.evaluator{'.' + where if where else ''}: {err['msg']} "
+            '(the evaluator reads "suspicious_speedup", a number >= 1)'
+        ) from None
+    return chosen.model_dump(exclude_unset=True)
+
+
 class TaskSpec(BaseModel):
     """task.json exactly as written (DESIGN.md section 1), validated."""
 
@@ -87,13 +109,8 @@ class TaskSpec(BaseModel):
     @classmethod
     def _evaluator_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
         # The evaluator reads these itself (tools/evaluate.py), so they are checked here, not only by the
-        # graph's settings model.
-        evaluator = value.get("evaluator", {})
-        if not isinstance(evaluator, dict) or set(evaluator) - {"suspicious_speedup"}:
-            raise ValueError('settings.evaluator may only hold "suspicious_speedup"')
-        speedup = evaluator.get("suspicious_speedup", 10.0)
-        if isinstance(speedup, bool) or not isinstance(speedup, int | float) or speedup < 1:
-            raise ValueError(f"settings.evaluator.suspicious_speedup must be a number >= 1, got {speedup!r}")
+        # graph's settings model (which uses the same EvaluatorOverrides).
+        evaluator_overrides(value)
         return value
 
     @field_validator("dtype")
