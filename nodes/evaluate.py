@@ -17,11 +17,18 @@ from graph.routing import after_evaluate, finish, improved, round_outcome, updat
 from nodes.audit import audit
 from nodes.case_memory import RunCache, served_from_cache
 from nodes.records import attempt_record, load_result, save_result, with_log, write_candidate
-from nodes.runtime import RunContext, eval_settings, evaluator_for, module_source, run_task, space_module
+from nodes.runtime import (
+    RunContext,
+    eval_settings,
+    evaluator_for,
+    module_source,
+    run_task,
+    space_module,
+    watchdog_accepts,
+)
 from tools.candidate import Candidate
 from tools.results import EvalResult
 from tools.task import Task
-from tools.watchdog import recheck_new_best
 
 
 def _candidates(
@@ -129,15 +136,9 @@ def evaluate(
     passing = [a for a in attempts if a["verdict"] == "pass" and a["geomean_us"]]
     round_best = min(passing, key=lambda a: a["geomean_us"]) if passing else None
     best = round_best if round_best and round_best["geomean_us"] < previous["geomean_us"] else previous
-    if best is not previous:
-        # The watchdog re-times the new best against the previous one in one process (GPU only): a
-        # regression beyond the limit at any shape keeps the previous best.
-        max_regression = settings.get("watchdog", {}).get("max_regression", 0.03)
-        verdict = recheck_new_best(task, state["device"], run_dir, best, previous, max_regression)
-        if verdict.compared:
-            audit(run_dir, "evaluate", f"watchdog: {verdict.reason}", round=rnd)
-        if not verdict.accepted:
-            best = previous
+    # The watchdog re-times a new best against the previous one (GPU): a regression keeps the previous.
+    if best is not previous and not watchdog_accepts(task, state, best, previous, "evaluate"):
+        best = previous
     got_better = improved(
         previous["geomean_us"], best["geomean_us"], settings["routing"]["stall_improvement"]
     )

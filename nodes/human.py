@@ -30,9 +30,8 @@ from nodes.propose import review_record
 from nodes.records import approved_record, load_result, save_result
 from nodes.report import write_report
 from nodes.roles import Proposal
-from nodes.runtime import RunContext, eval_settings, run_task
+from nodes.runtime import RunContext, run_task, watchdog_accepts
 from tools.task import Task
-from tools.watchdog import recheck_new_best
 
 CHOICES = [
     "continue: resume the search as it is",
@@ -269,26 +268,6 @@ def _persist_approval(run_dir: str, attempt: dict[str, Any]) -> None:
     save_result(run_dir, attempt["identity"], result)
 
 
-def _watchdog_accepts(candidate: dict[str, Any], state: dict[str, Any], task: Task) -> bool:
-    """An approved candidate faces the watchdog like any new best: re-timed against the best in one
-    process (GPU), a regression beyond the limit at any shape keeps the best. The approval stands."""
-    settings, rnd = state["settings"], state.get("round", 0)
-    max_regression = settings.get("watchdog", {}).get("max_regression", 0.03)
-    verdict = recheck_new_best(
-        task, state["device"], state["run_dir"], candidate, state["best"], max_regression,
-        eval_settings(task, settings),
-    )  # fmt: skip
-    if verdict.compared:
-        audit(state["run_dir"], "human", f"watchdog: {verdict.reason}", round=rnd)
-    if not verdict.accepted:
-        audit(
-            state["run_dir"], "human",
-            f"approved #{candidate['n']} stays out of the best: the watchdog kept #{state['best']['n']}",
-            round=rnd,
-        )  # fmt: skip
-    return verdict.accepted
-
-
 def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> tuple[dict[str, Any], str]:
     action = parsed["action"]
     if action == "stop":
@@ -310,9 +289,16 @@ def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> t
                 extra[a["module"]]["passed"] = True  # its module joins the search like a passing one
         update["extra_modules"] = extra
         if fastest["geomean_us"] < state["best"]["geomean_us"]:
+            # An approved candidate faces the watchdog like any new best; the approval stands either way.
             candidate = approved_record(fastest)
-            if _watchdog_accepts(candidate, state, task):
+            if watchdog_accepts(task, state, candidate, state["best"], "human"):
                 update["best"] = candidate
+            else:
+                audit(
+                    state["run_dir"], "human",
+                    f"approved #{candidate['n']} stays out of the best: the watchdog kept #{state['best']['n']}",
+                    round=state["round"],
+                )  # fmt: skip
         return update, "diagnose"
     if action in ("widen", "constrain"):
         spaces = copy.deepcopy(state["search_spaces"])

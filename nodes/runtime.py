@@ -15,9 +15,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.audit import audit
 from nodes.roles import AgentContext, Critic, Diagnoser, Proposer
 from tools.evaluate import EvalSettings
 from tools.task import Task, load_task
+from tools.watchdog import recheck_new_best
 
 Agents = tuple[Diagnoser, Proposer, Critic]
 
@@ -93,6 +95,22 @@ def agents_for(state: dict[str, Any], runtime: Runtime[RunContext] | None) -> Ag
 def eval_settings(task: Task, settings: dict[str, Any]) -> EvalSettings:
     """The evaluator's settings for this run: the task's own, then the run's merged `evaluator` section."""
     return EvalSettings.for_task(task, **settings.get("evaluator", {}))
+
+
+def watchdog_accepts(
+    task: Task, state: dict[str, Any], new: dict[str, Any], previous: dict[str, Any], node: str
+) -> bool:
+    """The watchdog's word on a new best (GPU only): ``new`` is re-timed against ``previous`` in one
+    process, and a regression beyond ``watchdog.max_regression`` at any shape keeps ``previous``. The
+    comparison goes into the audit trail under ``node``."""
+    settings = state["settings"]
+    max_regression = settings.get("watchdog", {}).get("max_regression", 0.03)
+    verdict = recheck_new_best(
+        task, state["device"], state["run_dir"], new, previous, max_regression, eval_settings(task, settings)
+    )
+    if verdict.compared:
+        audit(state["run_dir"], node, f"watchdog: {verdict.reason}", round=state.get("round", 0))
+    return verdict.accepted
 
 
 def evaluator_for(runtime: Runtime[RunContext] | None) -> Callable[..., list]:

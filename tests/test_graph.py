@@ -379,7 +379,7 @@ def test_an_approved_candidate_faces_the_watchdog_before_it_becomes_the_best(tmp
         return WatchdogVerdict(accepted=False, compared=True, same_process=True, interpreted=False,
                                max_regression=max_regression, reason="#1 is 8% slower at N=1200")  # fmt: skip
 
-    monkeypatch.setattr("nodes.human.recheck_new_best", regresses)
+    monkeypatch.setattr("nodes.runtime.recheck_new_best", regresses)
     proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)], [prop(64, 2)]])
     evaluator = ScriptedEvaluator({cfg(256, 4): _held(5.0)}, default=passed(100.0, False))
     run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=3)).start()
