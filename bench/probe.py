@@ -53,7 +53,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import triton
 
-    from tools.compare import compare
+    from bench.suite import _tuple, check_outputs
     from tools.task import import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
     from tools.worker import bytes_moved
@@ -67,7 +67,6 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     for shape, dtype in itertools.product(args.shapes, args.dtypes or task.dtypes):
         inputs = task.make_inputs(dict(shape), torch_dtype(dtype), "cuda", 0)
         expected = _tuple(task.reference(*[t.clone() for t in inputs]))
-        rtol, atol = task.tolerance(dtype)
         moved = bytes_moved(task, inputs, expected)
         copy_us = copy_time_us(moved, settings)
         print(f"\n{shape} {dtype}: {moved / 1e6:.1f} MB, same-size copy {copy_us:.1f} us", flush=True)
@@ -76,11 +75,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
                 row: dict[str, Any] = {"shape": shape, "dtype": dtype, "module": module, "config": config}
                 try:
                     fn = modules[module].launch
-                    got = _tuple(fn(*inputs, **config))
-                    for g, e in zip(got, expected, strict=True):
-                        found = compare(g, e, rtol, atol, task.row_scaled)
-                        if found is not None:
-                            raise AssertionError(f"{found[0]} at {found[1]['index']}")
+                    check_outputs(_tuple(fn(*inputs, **config)), expected, task, dtype)
                     timed = time_fn(lambda fn=fn, c=config, i=inputs: fn(*i, **c), settings)
                     gbps = moved / (timed.median_us * 1e-6) / 1e9
                     row.update(
@@ -112,10 +107,6 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         "copy_gbps": copy_gbps,
         "rows": rows,
     }
-
-
-def _tuple(value: Any) -> tuple:
-    return value if isinstance(value, tuple) else (value,)
 
 
 def main() -> None:

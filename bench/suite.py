@@ -288,7 +288,6 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
     import torch
     import triton
 
-    from tools.compare import compare
     from tools.task import import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
     from tools.worker import bytes_moved
@@ -315,21 +314,13 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
     for shape, dtype in task.workload("cuda"):
         inputs = task.make_inputs(dict(shape), torch_dtype(dtype), "cuda", 0)
         expected = _tuple(task.reference(*[t.clone() for t in inputs]))
-        rtol, atol = task.tolerance(dtype)
         row: dict[str, Any] = {"shape": shape, "dtype": dtype, "methods": {}}
         row["copy_same_size_us"] = copy_time_us(bytes_moved(task, inputs, expected), settings)
         for label, fn in methods.items():
             try:
                 for _ in range(3):  # compile, autotune, record CUDA graphs where the method does
                     got = _tuple(fn(*inputs))
-                for g, e in zip(got, expected, strict=True):
-                    # the evaluator's own rule, for every method
-                    found = compare(g, e, rtol, atol, task.row_scaled)
-                    if found is not None:
-                        kind, where = found
-                        raise AssertionError(
-                            f"{kind} at {where['index']}: got {where['got']}, expected {where['expected']}"
-                        )
+                check_outputs(got, expected, task, dtype)
                 timed = time_fn(lambda fn=fn, inputs=inputs: fn(*inputs), settings)
                 moved = bytes_moved(task, inputs, got)
                 gbps = moved / (timed.median_us * 1e-6) / 1e9
@@ -357,6 +348,20 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
         "baseline_config": config,
         "rows": rows,
     }
+
+
+def check_outputs(got: tuple, expected: tuple, task: Any, dtype: str) -> None:
+    """The evaluator's own comparison rule, for every timed method; AssertionError names the first miss."""
+    from tools.compare import compare
+
+    rtol, atol = task.tolerance(dtype)
+    for g, e in zip(got, expected, strict=True):
+        found = compare(g, e, rtol, atol, task.row_scaled)
+        if found is not None:
+            kind, where = found
+            raise AssertionError(
+                f"{kind} at {where['index']}: got {where['got']}, expected {where['expected']}"
+            )
 
 
 def _tuple(value: Any) -> tuple:

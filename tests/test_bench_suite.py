@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import matplotlib.image
+import pytest
 
-from bench.suite import check_acceptance, markdown, speedup, write_outputs
+from bench.suite import check_acceptance, check_outputs, markdown, speedup, write_outputs
 
 REPO = Path(__file__).resolve().parent.parent
 COPY = 4000.0
@@ -110,3 +111,19 @@ def test_outputs_and_the_roofline_plot_are_written_from_the_json(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert matplotlib.image.imread(tmp_path / "again.png").shape == image.shape
+
+
+def test_every_timed_method_is_checked_by_the_evaluators_rule_first():
+    """The suite and the probe time nothing whose output misses the reference (softmax on CPU)."""
+    import torch
+
+    from tools.task import load_task
+
+    task = load_task(Path(__file__).resolve().parents[1] / "tasks" / "softmax")
+    (x,) = task.make_inputs({"M": 4, "N": 300}, torch.float32, "cpu", 0)
+    expected = (task.reference(x),)
+    check_outputs((expected[0].clone(),), expected, task, "float32")
+    wrong = expected[0].clone()
+    wrong[1, 5] += 1.0
+    with pytest.raises(AssertionError, match=r"mismatch at \[1, 5\]"):
+        check_outputs((wrong,), expected, task, "float32")
