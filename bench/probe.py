@@ -61,7 +61,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     task = load_task(REPO / "tasks" / args.task)
     settings = TimingSettings()
     copy_gbps = copy_bandwidth_gbps(settings)
-    grids = [parse_grid(g) for g in args.grid]
+    grids = args.grids
     modules = {m: import_file(task.path(m), f"probe_{Path(m).stem}") for m, _ in grids}
     rows: list[dict[str, Any]] = []
     for shape, dtype in itertools.product(args.shapes, args.dtypes or task.dtypes):
@@ -118,11 +118,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=8, help="configs printed per shape")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    for grid in args.grid:
-        try:
-            parse_grid(grid)
-        except argparse.ArgumentTypeError as exc:
-            parser.error(str(exc))
+    try:
+        args.grids = [parse_grid(grid) for grid in args.grid]  # parsed once, errors before any GPU work
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
     result = probe(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
