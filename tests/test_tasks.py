@@ -61,6 +61,11 @@ CONFIGS: dict[str, dict[str, list[dict[str, Any]]]] = {
             {"ROWS": 8, "num_warps": 16},
             {"ROWS": 4, "num_warps": 4},
         ],
+        "prefetch.py": [
+            {"PROGRAMS": 132, "num_warps": 8},
+            {"PROGRAMS": 528, "num_warps": 32},
+            {"PROGRAMS": 264, "num_warps": 16},
+        ],
     },
     "gqa_decode": {
         "baseline.py": [
