@@ -72,8 +72,8 @@ STEERING: dict[str, dict[tuple[str, int], tuple[float, str, str]]] = {
 # Words in a variant's file name that suggest it answers a bottleneck (a human named the variant).
 VARIANT_HINTS: dict[str, tuple[str, ...]] = {
     "low_parallelism": ("split",),
-    "memory_bound": ("group", "split", "multirow", "online"),
-    "latency_bound": ("multirow", "group"),
+    "memory_bound": ("group", "split", "multirow", "online", "prefetch"),
+    "latency_bound": ("multirow", "group", "prefetch", "persistent"),
 }
 # Below this similarity a case is of another kind of op (library scores: ~0.85 for the same op family,
 # 0.5-0.65 for others): shown to LLM roles, never tried as a starting point.
