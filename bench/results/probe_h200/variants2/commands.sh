@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Second probe: the register-prefetch kernels with the next loads issued before the wait on the
 # current ones, and online.py's tile prefetch (bench/results/probe_h200/variants2/).
-# Usage (repo root, on the GPU box): bash bench/probe_variants2.sh OUT_DIR
+# Usage (repo root, on the GPU box): bash bench/results/probe_h200/variants2/commands.sh OUT_DIR (ran from the repo root; the record of this probe)
 set -u
 OUT=$1
 mkdir -p "$OUT"

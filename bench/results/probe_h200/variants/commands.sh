@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The probe behind the register-prefetch (softmax, add_rmsnorm) and stream-K (gqa_decode) variants:
 # each new variant's grid beside the configs that won before (bench/results/probe_h200/).
-# Usage (repo root, on the GPU box): bash bench/probe_variants.sh OUT_DIR
+# Usage (repo root, on the GPU box): bash bench/results/probe_h200/variants/commands.sh OUT_DIR (ran from the repo root; the record of this probe)
 set -u
 OUT=$1
 mkdir -p "$OUT"
