@@ -54,6 +54,34 @@ def test_bad_fields_are_named(tmp_path, changes, field, problem):
     assert field in str(info.value) and problem in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ({"roofline_pct": 90, "min_dims": {"K": 8}}, "'K' is not a dimension of the task's shapes (M, N)"),
+        ({"roofline_pct": 90, "min_dims": {"M": 5}}, "no shape in shapes has M >= 5"),
+        ({"speedup": 2, "min_dims": {"M": 4}}, "needs target.roofline_pct"),
+        ({"min_dims": {"M": 4}}, "needs target.roofline_pct"),
+        ({"roofline_pct": 90, "min_dims": {}}, "is empty"),
+    ],
+)
+def test_min_dims_is_checked_against_the_shapes_naming_the_task(tmp_path, target, problem):
+    with pytest.raises(TaskError) as info:
+        load_task(_write(tmp_path, target=target))
+    assert "task 'axpy': target.min_dims" in str(info.value) and problem in str(info.value)
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, "8", True])
+def test_min_dims_sizes_are_integers_from_1(tmp_path, size):
+    with pytest.raises(TaskError, match=r"task.json: target.min_dims.M: "):
+        load_task(_write(tmp_path, target={"roofline_pct": 90, "min_dims": {"M": size}}))
+
+
+def test_min_dims_that_match_a_shape_load(tmp_path):
+    task = load_task(_write(tmp_path, target={"roofline_pct": 90, "min_dims": {"M": 4, "N": 300}}))
+    assert task.spec.target.min_dims == {"M": 4, "N": 300}
+    assert load_task(TASK).spec.target.min_dims is None  # absent: every shape is judged
+
+
 def test_invalid_json_says_where(tmp_path):
     (tmp_path / "task.json").write_text('{"name": "x",\n "shapes": [}')
     with pytest.raises(TaskError, match="line 2"):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -48,6 +48,14 @@ class Target(BaseModel):
     model_config = ConfigDict(extra="forbid")
     speedup: float | None = Field(default=None, gt=0)
     roofline_pct: float | None = Field(default=None, gt=0, le=100)
+    # The roofline target is judged at the shapes whose dims are all >= these ({"B": 8}): small shapes
+    # cannot reach a bandwidth target. None: every shape. Checked against the shapes by _check_target.
+    min_dims: dict[str, Annotated[int, Field(ge=1, strict=True)]] | None = None
+
+
+def meets_min_dims(shape: Shape, min_dims: dict[str, int] | None) -> bool:
+    """True when ``shape`` is one the roofline target is judged at (every shape when min_dims is None)."""
+    return all(shape.get(dim, 0) >= size for dim, size in (min_dims or {}).items())
 
 
 class Budget(BaseModel):
@@ -160,6 +168,7 @@ class Task:
         self.spec = spec
         self.folder = folder
         self.search_spaces = _normalize_search_space(spec)
+        _check_target(spec)
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -301,6 +310,29 @@ def _normalize_search_space(spec: TaskSpec) -> dict[str, dict[str, list]]:
             if not isinstance(values, list) or not values:
                 raise TaskError(f"search_space: {key} must be a non-empty list of allowed values")
     return spaces
+
+
+def _check_target(spec: TaskSpec) -> None:
+    """target.min_dims against the rest of the spec: it scopes roofline_pct to some of the shapes."""
+    min_dims = spec.target.min_dims
+    if min_dims is None:
+        return
+    where = f"task {spec.name!r}: target.min_dims"
+    if spec.target.roofline_pct is None:
+        raise TaskError(f"{where} needs target.roofline_pct: it only scopes the roofline target")
+    if not min_dims:
+        raise TaskError(f"{where} is empty; name at least one dimension or leave min_dims out")
+    dims = list(spec.shapes[0])
+    unknown = [dim for dim in min_dims if dim not in dims]
+    if unknown:
+        raise TaskError(
+            f"{where}: {unknown[0]!r} is not a dimension of the task's shapes ({', '.join(dims)})"
+        )
+    if not any(meets_min_dims(shape, min_dims) for shape in spec.shapes):
+        wanted = ", ".join(f"{dim} >= {size}" for dim, size in min_dims.items())
+        raise TaskError(
+            f"{where}: no shape in shapes has {wanted}, so the roofline target would judge nothing"
+        )
 
 
 def load_task(path: str | Path) -> Task:
