@@ -23,9 +23,10 @@ A round fails when none of its candidates passes; its error type is the most fre
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any, Literal, TypedDict
+
+from tools.task import meets_min_dims
 
 Node = Literal["setup", "diagnose", "propose", "critic", "evaluate", "reflect", "human", "report"]
 Mode = Literal["explore", "fix", "reflect", "revise"]
@@ -106,19 +107,30 @@ def target_met(state: dict[str, Any], target: dict[str, Any]) -> str | None:
         if speedup >= target["speedup"]:
             return f"speedup {speedup:.2f}x >= target {target['speedup']}x"
     if target.get("roofline_pct"):
-        pct = largest_shape_roofline(best.get("per_shape") or [])
+        min_dims = target.get("min_dims")
+        pct = judged_roofline(best.get("per_shape") or [], min_dims)
         if pct is not None and pct >= target["roofline_pct"]:
-            return f"{pct:.1f}% of the roofline at the largest shape >= target {target['roofline_pct']}%"
+            return (
+                f"{pct:.1f}% of the roofline at the lowest judged shape ({judged_at(min_dims)}) "
+                f">= target {target['roofline_pct']:g}%"
+            )
     return None
 
 
-def largest_shape_roofline(per_shape: list[dict[str, Any]]) -> float | None:
-    """Lowest roofline % among the rows of the largest problem size (any dtype)."""
-    rows = [r for r in per_shape if r.get("roofline_pct") is not None]
-    if not rows:
-        return None
-    size = max(math.prod(r["shape"].values()) for r in rows)
-    return min(r["roofline_pct"] for r in rows if math.prod(r["shape"].values()) == size)
+def judged_roofline(per_shape: list[dict[str, Any]], min_dims: dict[str, int] | None = None) -> float | None:
+    """The roofline % a roofline target is judged on: the lowest among the per-shape rows (every dtype)
+    whose shape has every dim >= ``min_dims`` (task.json target.min_dims; every row when None)."""
+    pcts = [
+        r["roofline_pct"]
+        for r in per_shape
+        if r.get("roofline_pct") is not None and meets_min_dims(r["shape"], min_dims)
+    ]
+    return min(pcts) if pcts else None
+
+
+def judged_at(min_dims: dict[str, int] | None) -> str:
+    """Which shapes a roofline target is judged at, in words: "B >= 8" or "all shapes"."""
+    return ", ".join(f"{dim} >= {size}" for dim, size in min_dims.items()) if min_dims else "all shapes"
 
 
 def budget_spent(state: dict[str, Any]) -> str | None:

@@ -126,6 +126,7 @@ def evaluate(
                 run_dir,
                 review,
                 review["proposal"].get("expected_effect", ""),
+                min_dims=task.spec.target.min_dims,
             )
             | {"cached": cand.identity in cached}
         )

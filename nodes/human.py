@@ -216,7 +216,7 @@ def human(
 ) -> Command[Literal["diagnose", "critic", "report"]]:
     task = run_task(state)
     summary = pause_summary(state)
-    write_report(state, status="awaiting_human", paused=summary)
+    write_report(state, status="awaiting_human", paused=summary, target=task.spec.target.model_dump())
     audit(
         state["run_dir"],
         "human",

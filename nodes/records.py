@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graph.routing import largest_shape_roofline
+from graph.routing import judged_roofline
 from tools.candidate import Candidate
 from tools.results import EvalResult
 
@@ -73,8 +73,11 @@ def attempt_record(
     run_dir: str | Path,
     review: dict[str, Any] | None = None,
     expected_effect: str = "",
+    min_dims: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The state's JSON-plain record of one evaluated candidate (the full log stays in results/)."""
+    """The state's JSON-plain record of one evaluated candidate (the full log stays in results/).
+    ``min_dims`` is the task's target.min_dims: ``roofline_pct`` is the roofline % a roofline target is
+    judged on (the lowest at the shapes with every dim >= min_dims, all shapes when None)."""
     review = review or {}
     per_shape = [{k: row.get(k) for k in SHAPE_FIELDS} for row in result.model_dump()["metrics"]["per_shape"]]
     return {
@@ -98,7 +101,8 @@ def attempt_record(
         "held": result.details.get("held") if result.error_type == "suspicious_speedup" else None,
         "geomean_us": result.metrics.geomean_us,
         "per_shape": per_shape,
-        "roofline_pct": largest_shape_roofline(per_shape),
+        # lowest roofline % among the judged shapes (graph.routing.judged_roofline), as target_met reads it
+        "roofline_pct": judged_roofline(per_shape, min_dims),
         "resources": {k: v for k, v in result.resources.items() if k != "kernels"},
         "interpreted": result.device.interpreted,
         "device_name": result.device.name,

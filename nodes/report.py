@@ -17,7 +17,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.routing import finish
+from graph.routing import finish, judged_at
 from memory.artifacts import ArtifactError, index_run
 from nodes.audit import audit, read_trail
 from nodes.case_memory import cases_of_run, library_for_run
@@ -25,7 +25,7 @@ from nodes.llm.accounting import collect as collect_accounting
 from nodes.runtime import RunContext, agents_for, module_source, run_task
 from tools.export import export_to_run
 from tools.sandbox import describe as sandbox_description
-from tools.task import Task
+from tools.task import Task, meets_min_dims
 
 INTERPRETED_NOTE = (
     "Timings are Triton-interpreter wall times on the CPU: usable to rank candidates, never a speed claim."
@@ -72,8 +72,19 @@ def _per_shape(baseline: dict[str, Any], best: dict[str, Any]) -> list[dict[str,
     return rows
 
 
+def _target_summary(target: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The task's target plus ``judged_at``: the shapes its roofline_pct is judged at (target.min_dims)."""
+    if target is None:
+        return None
+    return {**target, "judged_at": judged_at(target.get("min_dims")) if target.get("roofline_pct") else None}
+
+
 def build_report(
-    state: dict[str, Any], status: str, reason: str, paused: dict | None = None
+    state: dict[str, Any],
+    status: str,
+    reason: str,
+    paused: dict | None = None,
+    target: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     baseline, best = state["baseline"], state["best"]
     interpreted = bool(best.get("interpreted"))
@@ -108,6 +119,7 @@ def build_report(
         "task_name": state["task_name"],
         "status": status,
         "reason": reason,
+        "target": _target_summary(target),
         "device": {"kind": state["device"], "name": best.get("device_name"), "interpreted": interpreted},
         "note": INTERPRETED_NOTE if interpreted else "",
         "baseline": _summary(baseline),
@@ -165,12 +177,34 @@ def memory_line(memory: dict[str, Any], cache_hits: int) -> str:
     )
 
 
+def target_line(target: dict[str, Any] | None, per_shape: list[dict[str, Any]]) -> str:
+    """The target in words, with the shapes a roofline target is judged at."""
+    if target is None:
+        return "not recorded"
+    parts = []
+    if target.get("speedup"):
+        parts.append(f"{target['speedup']:g}x the baseline (geomean)")
+    if target.get("roofline_pct"):
+        min_dims = target.get("min_dims")
+        shapes = []
+        for r in per_shape:
+            shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+            if meets_min_dims(r["shape"], min_dims) and shape not in shapes:
+                shapes.append(shape)
+        parts.append(
+            f"{target['roofline_pct']:g}% of the roofline at every judged shape, judged at "
+            f"{judged_at(min_dims)} ({', '.join(shapes) or 'no shape of this run'}; the lowest counts)"
+        )
+    return " or ".join(parts) or "none (the budget ends the run)"
+
+
 def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
     best, baseline, memory = report["best"], report["baseline"], report["memory"]
     lines = [
         f"# {report['task_name']}: {report['status']}",
         "",
         f"- reason: {report['reason']}",
+        f"- target: {target_line(report.get('target'), report['per_shape'])}",
         f"- device: {report['device']['kind']} ({report['device']['name']})",
         f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
         f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
@@ -286,9 +320,10 @@ def write_report(
     paused: dict | None = None,
     exported: dict[str, Any] | None = None,
     accounting: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     run_dir = Path(state["run_dir"])
-    report = build_report(state, status, reason or (paused or {}).get("why", ""), paused)
+    report = build_report(state, status, reason or (paused or {}).get("why", ""), paused, target)
     report["sandbox"] = sandbox_description(state["device"])
     if accounting is not None:
         report["accounting"] = accounting  # tokens, latency, cost per LLM role (empty for the expert policy)
@@ -319,7 +354,8 @@ def _export_markdown(exported: dict[str, Any]) -> str:
 def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
     started = time.monotonic()
     task = run_task(state)
-    done = finish(state, task.spec.target.model_dump()) or {"status": "budget_exhausted", "reason": "ended"}
+    target = task.spec.target.model_dump()
+    done = finish(state, target) or {"status": "budget_exhausted", "reason": "ended"}
     audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
     memory = remember_run(state, task)
     state = {**state, "memory": memory, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
@@ -332,7 +368,9 @@ def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any
         round=state["round"],
     )
     accounting = collect_accounting(agents_for(state, runtime))
-    write_report(state, done["status"], done["reason"], exported=exported, accounting=accounting)
+    write_report(
+        state, done["status"], done["reason"], exported=exported, accounting=accounting, target=target
+    )
     try:
         index_run(state["run_dir"])
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index

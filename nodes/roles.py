@@ -89,6 +89,9 @@ class AgentContext(BaseModel):
     )
     reflection: str = Field(default="", description="reflect mode: recent failures against the baseline")
     shapes: list[dict[str, int]] = Field(default_factory=list, description="the timed workload shapes")
+    target: dict[str, Any] = Field(
+        default_factory=dict, description="the task's target: speedup, roofline_pct, min_dims (judged shapes)"
+    )
 
 
 @runtime_checkable

@@ -166,6 +166,7 @@ def agent_context(state: dict[str, Any], task: Task, mode: str = "explore", **ex
         "device_limits": settings["device_limits"],
         "reflection": state.get("reflection", ""),
         "shapes": [shape for shape, _ in task.workload(state.get("device", "cpu"))],
+        "target": task.spec.target.model_dump(),
     }
     fields.update(extra)
     return AgentContext.model_validate(fields)

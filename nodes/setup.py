@@ -56,7 +56,9 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
             f"baseline: {task.baseline_name} {config} fails evaluation on {device} "
             f"({result.stage}/{result.error_type}): {result.message}"
         )
-    record = attempt_record(0, 0, baseline, task.baseline_name, result, run_dir)
+    record = attempt_record(
+        0, 0, baseline, task.baseline_name, result, run_dir, min_dims=task.spec.target.min_dims
+    )
     memory = memory_status(settings, result, run_dir)
     note = " (Triton interpreter: ranks only, no speed claim)" if result.device.interpreted else ""
     audit(

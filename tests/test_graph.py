@@ -181,6 +181,38 @@ def test_target_met_ends_the_run(tmp_path):
     assert report["status"] == "target_met" and report["speedup"] == 2.0
 
 
+def test_a_roofline_target_is_judged_at_min_dims_and_the_report_says_where(tmp_path):
+    shapes = [{"M": 1, "N": 300}, {"M": 4, "N": 300}]
+    task = axpy_with(tmp_path, shapes=shapes, target={"roofline_pct": 90, "min_dims": {"M": 4}})
+
+    def gpu_result(us: float, pct_m4: float) -> EvalResult:
+        result = passed(us, interpreted=False, roofline_pct=pct_m4)
+        small = result.metrics.per_shape[0].model_copy(update={"shape": shapes[0], "roofline_pct": 5.0})
+        result.metrics.per_shape = [small, result.metrics.per_shape[0]]
+        return result
+
+    proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)]])
+    evaluator = ScriptedEvaluator(
+        {cfg(256, 4): gpu_result(80.0, 88.0), cfg(64, 1): gpu_result(60.0, 93.0)},
+        default=passed(100.0, False),
+    )
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=5))
+    run.inputs["task"] = str(task)
+    run.start()
+    # 88% at M=4 is not the target; 93% is, although M=1 (not judged) sits at 5%
+    assert [a["roofline_pct"] for a in run.state["attempts"][1:]] == [88.0, 93.0]
+    assert run.state["stop"] == {
+        "status": "target_met",
+        "reason": "93.0% of the roofline at the lowest judged shape (M >= 4) >= target 90%",
+    }
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["target"]["judged_at"] == "M >= 4"
+    assert (
+        "- target: 90% of the roofline at every judged shape, judged at M >= 4 (M=4 N=300; the lowest counts)"
+        in (tmp_path / "run" / "report.md").read_text()
+    )
+
+
 def test_a_converged_proposer_ends_the_run_and_an_empty_one_asks_the_human(tmp_path):
     converged = ScriptedProposer([[]])
     converged.converged, converged.last_reason = True, "memory_bound at the roofline"

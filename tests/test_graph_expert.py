@@ -282,6 +282,16 @@ def test_the_diagnoser_caps_the_confidence_of_derived_snapshots_and_adds_history
     assert none.confidence < 0.5 and "no profile snapshot" in none.evidence[0]
 
 
+def test_the_diagnoser_reports_the_roofline_where_the_target_is_judged():
+    rows = [{"shape": {"B": 1}, "roofline_pct": 30.0}, {"shape": {"B": 8}, "roofline_pct": 82.0},
+            {"shape": {"B": 128}, "roofline_pct": 89.0}]  # fmt: skip
+    best = {**BASE, "per_shape": rows}
+    scoped = ExpertDiagnoser().diagnose(ctx([best], target={"roofline_pct": 85, "min_dims": {"B": 8}}))
+    assert "82% of the roofline at the lowest judged shape (B >= 8)" in scoped.evidence
+    every = ExpertDiagnoser().diagnose(ctx([best], target={"roofline_pct": 85, "min_dims": None}))
+    assert "30% of the roofline at the lowest judged shape (all shapes)" in every.evidence
+
+
 def test_build_agents_expert_by_default_and_a_clear_error_for_an_unavailable_spec():
     d, p, c = build_agents("expert", None, default_settings())
     assert isinstance(d, ExpertDiagnoser) and isinstance(p, ExpertProposer) and isinstance(c, ExpertCritic)

@@ -13,6 +13,7 @@ from graph.routing import (
     finish,
     fresh_streaks,
     round_outcome,
+    target_met,
     update_streaks,
 )
 from graph.settings import default_settings
@@ -128,9 +129,38 @@ def test_target_met_goes_to_report_but_never_on_interpreted_timings():
             "per_shape": [{"shape": {"M": 4096}, "roofline_pct": 93.0}, {"shape": {"M": 1}, "roofline_pct": 20.0}]}  # fmt: skip
     s = state_after([[attempt()]], best=best)
     assert finish(s, {"speedup": 1.5})["status"] == "target_met"
-    assert after_evaluate(s, {"roofline_pct": 92})["to"] == "report"  # the largest shape counts
-    assert finish(s, {"roofline_pct": 95}) is None
+    assert after_evaluate(s, {"roofline_pct": 92, "min_dims": {"M": 4096}})["to"] == "report"
+    assert finish(s, {"roofline_pct": 92}) is None  # without min_dims M=1 (20%) is judged too
+    assert finish(s, {"roofline_pct": 95, "min_dims": {"M": 4096}}) is None
     assert finish({**s, "best": {**best, "interpreted": True}}, {"speedup": 1.5}) is None
+
+
+def gqa_best(b8: float, b1: float = 30.0) -> dict[str, Any]:
+    """A GPU best of a gqa_decode-like task (B=1, 8, 32, 128), roofline % per shape."""
+    pcts = {1: b1, 8: b8, 32: 88.0, 128: 89.0}
+    rows = [{"shape": {"B": b, "S": 1024}, "dtype": "bfloat16", "roofline_pct": p} for b, p in pcts.items()]
+    return {"geomean_us": 50.0, "interpreted": False, "origin": "expert", "per_shape": rows}
+
+
+def test_the_roofline_target_waits_for_every_judged_shape_not_only_the_largest():
+    target = {"roofline_pct": 85, "min_dims": {"B": 8}}
+    lagging = state_after([[attempt()]], best=gqa_best(b8=82.0))  # the H200 run that stopped after 1 round
+    assert target_met(lagging, target) is None
+    assert after_evaluate(lagging, target)["to"] != "report"
+    reached = gqa_best(b8=86.0)  # B=1 at 30% is not judged
+    reason = target_met(state_after([[attempt()]], best=reached), target)
+    assert reason == "86.0% of the roofline at the lowest judged shape (B >= 8) >= target 85%"
+    assert finish(state_after([[attempt()]], best=reached), target)["status"] == "target_met"
+    fp32 = {"shape": {"B": 128, "S": 1024}, "dtype": "float32", "roofline_pct": 70.0}  # every dtype counts
+    fp32_lags = {**reached, "per_shape": [*reached["per_shape"], fp32]}
+    assert target_met(state_after([[attempt()]], best=fp32_lags), target) is None
+
+
+def test_without_min_dims_every_shape_is_judged():
+    target = {"roofline_pct": 85, "min_dims": None}  # what Target.model_dump() gives when absent
+    assert target_met(state_after([[attempt()]], best=gqa_best(b8=86.0)), target) is None  # B=1 at 30%
+    reason = target_met(state_after([[attempt()]], best=gqa_best(b8=86.0, b1=87.0)), target)
+    assert reason == "86.0% of the roofline at the lowest judged shape (all shapes) >= target 85%"
 
 
 def test_after_critic_revise_approve_repropose_and_human():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.routing import largest_shape_roofline
+from graph.routing import judged_at, judged_roofline
 from nodes.roles import BOTTLENECKS, AgentContext, Diagnosis
 
 DERIVED_CONFIDENCE_CAP = 0.6
@@ -46,9 +46,10 @@ def _history_evidence(ctx: AgentContext) -> list[str]:
             f"best #{best.get('n', 0)} at {best['geomean_us']:.2f} us geomean, "
             f"{baseline['geomean_us'] / best['geomean_us']:.2f}x the baseline"
         )
-    pct = largest_shape_roofline(best.get("per_shape") or [])
+    min_dims = ctx.target.get("min_dims")
+    pct = judged_roofline(best.get("per_shape") or [], min_dims)
     if pct is not None:
-        notes.append(f"{pct:.0f}% of the roofline at the largest shape")
+        notes.append(f"{pct:.0f}% of the roofline at the lowest judged shape ({judged_at(min_dims)})")
     if best.get("interpreted"):
         notes.append("timings are Triton-interpreter wall times: they rank configs, they are no speed claim")
     recent = [h for h in ctx.history if h.get("round") == ctx.round - 1 and h.get("verdict") == "fail"]
