@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.task import TaskError, load_task
+from tools.task import TaskError, load_task, meets_min_dims
 
 TASK = Path(__file__).parent / "fixtures" / "tasks" / "axpy"
 
@@ -80,6 +80,20 @@ def test_min_dims_that_match_a_shape_load(tmp_path):
     task = load_task(_write(tmp_path, target={"roofline_pct": 90, "min_dims": {"M": 4, "N": 300}}))
     assert task.spec.target.min_dims == {"M": 4, "N": 300}
     assert load_task(TASK).spec.target.min_dims is None  # absent: every shape is judged
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "judged"),
+    [
+        ("gqa_decode", {"roofline_pct": 85, "min_dims": {"B": 8}}, 3),  # of 4: B=1 is not judged
+        ("softmax", {"roofline_pct": 90, "min_dims": {"N": 4096}}, 5),  # of 5
+        ("add_rmsnorm", {"roofline_pct": 92, "min_dims": {"M": 4096}}, 4),  # of 10
+    ],
+)
+def test_the_example_tasks_load_with_their_scoped_roofline_targets(name, target, judged):
+    task = load_task(Path(__file__).parents[1] / "tasks" / name)
+    assert task.spec.target.model_dump(exclude_none=True) == target
+    assert sum(meets_min_dims(s, task.spec.target.min_dims) for s in task.spec.shapes) == judged
 
 
 def test_invalid_json_says_where(tmp_path):
