@@ -5,7 +5,8 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 - the pruning bound sits at 50% of the baseline's speed, and the setting moves it;
 - a round without improvement doubles the share of random restarts;
 - compile failures are never proposed again nor mutated;
-- variants are one more dimension: an optimum that lives in a variant is found within the budget.
+- variants are one more dimension: an optimum that lives in a variant is found within the budget;
+- the first round tries every variant, however small its space beside the others.
 """
 
 from __future__ import annotations
@@ -133,3 +134,19 @@ def test_a_round_without_improvement_doubles_the_random_restarts():
     search = settings()
     assert restarts(60.0) == math.floor(8 * search["restart_fraction"]) == 2  # still improving
     assert restarts(80.0) == math.floor(8 * search["plateau_restart_fraction"]) == 4  # a plateau
+
+
+def test_the_first_round_tries_every_variant_however_small_its_space():
+    """A 4-config variant beside two of 140 would be drawn once in 70 if points were drawn uniformly."""
+    small = {"num_warps": [8, 16], "PROGRAMS": [132, 264]}
+    spaces = {**SPACES, "prefetch.py": small}
+    sources = {**SOURCES, "prefetch.py": "# prefetch kernel\n"}
+    history = [record(0, 0, *START, bowl(*START), origin="baseline")]
+    for seed in range(5):
+        ctx = context(history, 1, seed, n=4, spaces=spaces).model_copy(update={"module_sources": sources})
+        props = ExpertProposer(settings()).propose(ctx)
+        assert len(props) == 4
+        assert {p.module for p in props} == set(spaces), seed
+    # With fewer candidates than variants, each candidate is a different variant.
+    ctx = context(history, 1, 0, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
+    assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2

@@ -64,14 +64,32 @@ def random_points(
     n: int,
     exclude: Callable[[str, dict[str, Any]], bool],
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Up to n distinct points not excluded, drawn uniformly over the union of the modules' spaces."""
+    """Up to n distinct points not excluded: first one from each module (in random order), then drawn
+    uniformly over the union of the modules' spaces.
+
+    The variant is a dimension of the space: a small variant space (a 12-config kernel beside two of
+    96) would otherwise be drawn one time in twenty, and a round could pass without trying it at all.
+    """
     if space_size(spaces, modules) <= ENUMERATE_LIMIT:
         fresh = [p for p in all_points(spaces, modules) if not exclude(*p)]
-        return rng.sample(fresh, min(n, len(fresh)))
+        firsts = []
+        for module in rng.sample(modules, len(modules)):
+            own = [p for p in fresh if p[0] == module]
+            if own:
+                firsts.append(rng.choice(own))
+        firsts = firsts[:n]
+        rest = [p for p in fresh if p not in firsts]
+        return firsts + rng.sample(rest, min(n - len(firsts), len(rest)))
     picked: dict[str, tuple[str, dict[str, Any]]] = {}
+    for module in rng.sample(modules, len(modules)):
+        for _ in range(50):
+            config = {k: rng.choice(v) for k, v in spaces[module].items()}
+            if len(picked) < n and not exclude(module, config):
+                picked[point_key(module, config)] = (module, config)
+                break
     weights = [math.prod(len(v) for v in spaces[m].values()) for m in modules]
     for _ in range(n * 50):
-        if len(picked) == n:
+        if len(picked) >= n:
             break
         module = rng.choices(modules, weights)[0]
         config = {k: rng.choice(v) for k, v in spaces[module].items()}
