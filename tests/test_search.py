@@ -6,7 +6,8 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 - a round without improvement doubles the share of random restarts;
 - compile failures are never proposed again nor mutated;
 - variants are one more dimension: an optimum that lives in a variant is found within the budget;
-- the first round tries every variant, however small its space beside the others.
+- the first round tries every variant, however small its space beside the others;
+- a config that is slow in geomean but the fastest at one shape is searched around too.
 """
 
 from __future__ import annotations
@@ -150,3 +151,26 @@ def test_the_first_round_tries_every_variant_however_small_its_space():
     # With fewer candidates than variants, each candidate is a different variant.
     ctx = context(history, 1, 0, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
     assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2
+
+
+def test_a_config_fastest_at_one_shape_is_searched_around_even_when_slow_overall():
+    """Per-bucket tables pick each shape's fastest config: its neighbours are worth trying even when
+    its geomean keeps it out of the top-k (here: below the pruning bound too)."""
+
+    def rows(small: float, large: float) -> list[dict]:
+        return [
+            {"shape": {"M": 4}, "dtype": "bfloat16", "median_us": small},
+            {"shape": {"M": 8192}, "dtype": "bfloat16", "median_us": large},
+        ]
+
+    history = [record(0, 0, *START, 100.0, origin="baseline") | {"per_shape": rows(10.0, 1000.0)}]
+    fast = [("baseline.py", {"BLOCK": b, "num_warps": 4, "ROWS": 1}) for b in (32, 64, 128, 256, 512, 1024)]
+    for i, (module, config) in enumerate(fast, start=1):
+        history.append(record(i, 1, module, config, 50.0 + i) | {"per_shape": rows(2.0 + i, 1250.0)})
+    specialist = ("split.py", {"BLOCK": 64, "num_warps": 2, "ROWS": 4})  # 300 us geomean: pruned
+    history.append(record(7, 1, *specialist, 300.0) | {"per_shape": rows(90.0, 900.0)})
+    props = ExpertProposer(settings(restart_fraction=0.0)).propose(context(history, 2, seed=0, n=12))
+    around = [p for p in props if parent_of(p.rationale) == 7]
+    assert around, [p.rationale for p in props]
+    assert all("the fastest at M=8192 bfloat16" in p.rationale for p in around)
+    assert all(p.module == "split.py" or p.config == specialist[1] for p in around)

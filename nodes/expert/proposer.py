@@ -163,7 +163,9 @@ class ExpertProposer:
         return seen
 
     def _parents(self, ctx: AgentContext) -> list[dict[str, Any]]:
-        """Top-k passing attempts, excluding those slower than the pruning bound."""
+        """Top-k passing attempts, excluding those slower than the pruning bound, then the fastest
+        attempt at each shape that is not among them (marked ``leads``): the winner may be a per-bucket
+        table, so a config that is slow in geomean but best at one shape is worth its neighbours."""
         baseline = next((h for h in ctx.history if h.get("origin") == "baseline"), None)
         bound = None
         if baseline and baseline.get("geomean_us") and self.search["prune_below_baseline"] > 0:
@@ -181,7 +183,13 @@ class ExpertProposer:
             keep = [passing[0]] if passing else []
             keep += [h for h in passing if h.get("origin") == "baseline" and h not in keep]
             return keep
-        return passing[: self.search["top_k"]]
+        top = passing[: self.search["top_k"]]
+        chosen = {h.get("n") for h in top}
+        for label, leader in _shape_leaders(ctx).items():
+            if leader.get("n") not in chosen:
+                chosen.add(leader.get("n"))
+                top.append({**leader, "leads": label})
+        return top
 
     def _restart_fraction(self, ctx: AgentContext) -> float:
         threshold = self.search["plateau_improvement"]
@@ -384,8 +392,26 @@ def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
     return 0.0, "", "ranks a neighbour of a top config"
 
 
+def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
+    """The fastest passing attempt at each shape and dtype, keyed by a label such as 'M=8192 N=32768
+    bfloat16' (attempts of modules outside the space cannot be mutated and are left out)."""
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for h in ctx.history:
+        if h.get("verdict") != "pass" or h.get("module") not in ctx.search_spaces:
+            continue
+        for row in h.get("per_shape") or []:
+            us = row.get("median_us")
+            if not us:
+                continue
+            label = " ".join(f"{k}={v}" for k, v in row["shape"].items()) + f" {row.get('dtype')}"
+            if label not in best or us < best[label][0]:
+                best[label] = (us, h)
+    return {label: h for label, (_, h) in best.items()}
+
+
 def _local_proposal(move, parent, rank, bottleneck, why, effect, ctx) -> Proposal:
-    head = f"one step from #{parent.get('n', 0)} ({parent['geomean_us']:.2f} us, top-{rank + 1})"
+    standing = f"the fastest at {parent['leads']}" if parent.get("leads") else f"top-{rank + 1}"
+    head = f"one step from #{parent.get('n', 0)} ({parent['geomean_us']:.2f} us, {standing})"
     if move["key"] == "module":
         change = f"same config on {move['new']}"
     else:
