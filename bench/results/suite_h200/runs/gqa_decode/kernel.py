@@ -1,7 +1,7 @@
 """gqa_decode: One decode step of grouped-query attention.
 
-Exported by kernel-agent (python -m tools.export). Per-shape table over B, S: 93.40 us geomean
-against 128.40 us for one config (+37.5%), measured on NVIDIA H200; run gqa_decode.
+Exported by kernel-agent (python -m tools.export). Per-shape table over B, S: 91.79 us geomean
+against 101.38 us for one config (+10.5%), measured on NVIDIA H200; run gqa_decode.
 
     from gqa_decode_kernel import launch   # or whatever this file is named
     outputs = launch(*inputs)              # the config the table picks for these shapes
@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 # --------------------------------------------------------------------------------------------------
-# from split_kv.py (candidate aae2894cdde2d14d)
+# from split_kv.py (candidate 951c82e24cbf0849)
 # GQA decode, flash-decoding: the grouped kernel with S split across SPLITS programs.
 #
 # Kernel 1, grid (B * Hkv, SPLITS): each program runs the grouped online softmax over its chunk of S
@@ -109,7 +109,7 @@ def _launch_split_kv(q, k, v, *, SPLITS: int, BLOCK_S: int, num_warps: int, num_
 
 
 # --------------------------------------------------------------------------------------------------
-# from grouped.py (candidate 04749541163e90ab)
+# from grouped.py (candidate 9bee65be489897ee)
 # GQA decode with the q heads of a group together: one program per (batch, KV head).
 #
 # The G = Hq / Hkv q heads sharing a KV head are one [G_PAD, D] tile (zero rows pad G up to 16, the
@@ -177,12 +177,12 @@ def _launch_grouped(q, k, v, *, BLOCK_S: int, num_warps: int, num_stages: int):
 # shape (log2 distance over B, S).
 SHAPE_DIMS = {"B": (0, 0), "S": (1, 2)}  # dim -> (input index, axis)
 DTYPE_INPUT = None  # the input whose dtype selects the rows (None: one dtype)
-DEFAULT = ("split_kv", {"SPLITS": 2, "BLOCK_S": 128, "num_warps": 4, "num_stages": 4})  # the best single config
+DEFAULT = ("split_kv", {"SPLITS": 16, "BLOCK_S": 64, "num_warps": 2, "num_stages": 3})  # the best single config
 DISPATCH = [
-    {"when": {"B": 1, "S": 32768}, "dtype": "bfloat16", "source": "split_kv", "config": {"SPLITS": 128, "BLOCK_S": 64, "num_warps": 2, "num_stages": 4}},
-    {"when": {"B": 8, "S": 8192}, "dtype": "bfloat16", "source": "split_kv", "config": {"SPLITS": 2, "BLOCK_S": 128, "num_warps": 4, "num_stages": 4}},
-    {"when": {"B": 32, "S": 4096}, "dtype": "bfloat16", "source": "grouped", "config": {"BLOCK_S": 64, "num_warps": 4, "num_stages": 4}},
-    {"when": {"B": 128, "S": 1024}, "dtype": "bfloat16", "source": "grouped", "config": {"BLOCK_S": 64, "num_warps": 4, "num_stages": 4}},
+    {"when": {"B": 1, "S": 32768}, "dtype": "bfloat16", "source": "split_kv", "config": {"SPLITS": 16, "BLOCK_S": 128, "num_warps": 4, "num_stages": 3}},
+    {"when": {"B": 8, "S": 8192}, "dtype": "bfloat16", "source": "split_kv", "config": {"SPLITS": 4, "BLOCK_S": 32, "num_warps": 2, "num_stages": 3}},
+    {"when": {"B": 32, "S": 4096}, "dtype": "bfloat16", "source": "grouped", "config": {"BLOCK_S": 64, "num_warps": 4, "num_stages": 3}},
+    {"when": {"B": 128, "S": 1024}, "dtype": "bfloat16", "source": "grouped", "config": {"BLOCK_S": 64, "num_warps": 2, "num_stages": 3}},
 ]
 
 

@@ -1,7 +1,7 @@
 """softmax: Row softmax over the last dimension: y[i, :] = exp(x[i, :] - max(x[i, :])) / sum(exp(x[i, :] - max(x[i, :]))), computed in fp32 and stored in the input dtype (float32 or bfloat16).
 
-Exported by kernel-agent (python -m tools.export). Per-shape table over M, N: 56.03 us geomean
-against 111.91 us for one config (+99.7%), measured on NVIDIA H200; run softmax.
+Exported by kernel-agent (python -m tools.export). Per-shape table over M, N: 54.05 us geomean
+against 111.94 us for one config (+107.1%), measured on NVIDIA H200; run softmax.
 
     from softmax_kernel import launch   # or whatever this file is named
     outputs = launch(*inputs)              # the config the table picks for these shapes
@@ -41,7 +41,7 @@ def _launch_baseline(x, *, num_warps: int):
 
 
 # --------------------------------------------------------------------------------------------------
-# from split_row.py (candidate af853a49ca226bc5)
+# from split_row.py (candidate 40dd2f5a1053a54c)
 # Row softmax split across programs: for few long rows (M = 1), SPLITS programs share each row.
 #
 # Kernel 1: each (row, split) program reduces its CHUNK of the row to a partial (max, sum).
@@ -115,7 +115,7 @@ def _launch_split_row(x, *, SPLITS: int, BLOCK_N: int, num_warps: int):
 
 
 # --------------------------------------------------------------------------------------------------
-# from multirow.py (candidate 7bec3d95cb9ac20d)
+# from multirow.py (candidate 6be4fed4ac432744)
 # Row softmax, ROWS short rows per program as one 2-D [ROWS, BLOCK_N] block.
 #
 # For rows of a few thousand elements one row per program leaves each program with little to load; ROWS
@@ -151,11 +151,12 @@ def _launch_multirow(x, *, ROWS: int, num_warps: int):
 
 
 # --------------------------------------------------------------------------------------------------
-# from online.py (candidate c39c98c2d966dadf)
+# from online.py (candidate 7863e7db46edff39)
 # Row softmax with a looped online softmax: rows of any length in BLOCK_N tiles, nothing spills.
 #
 # Pass 1 keeps a running max (a scalar; the sum is rescaled when it grows) and per-lane running sums;
-# pass 2 re-reads the row, last tile first, and writes exp(x - max) / sum. One exp per element per pass.
+# pass 2 re-reads the row, last tile first, and writes exp(x - max) / sum. One exp per element per pass;
+# in both passes the next tile's loads are issued before the current tile's math.
 # The re-read is cheap only while the row is still in L2, so at most PROGRAMS programs run, each
 # looping over rows: fewer rows in flight, a smaller working set (132 is the H200's SM count; a value
 # above M gives one row per program).
@@ -172,9 +173,14 @@ def softmax_online_kernel(x_ptr, y_ptr, M, N, BLOCK_N: tl.constexpr):
         y_row = y_ptr + offset
         m = tl.full([], float("-inf"), tl.float32)  # running max
         s = tl.full([BLOCK_N], 0.0, tl.float32)  # per-lane sums, all relative to m
+        # Each tile's loads are issued one step ahead, before the wait for the current tile, so the
+        # memory system always has the next tile requested while this one is reduced.
+        x_next = tl.load(x_row + cols, mask=cols < N, other=float("-inf"))
         for start in range(0, N, BLOCK_N):
-            idx = start + cols
-            x = tl.load(x_row + idx, mask=idx < N, other=float("-inf")).to(tl.float32)
+            x_raw = x_next
+            idx = start + BLOCK_N + cols  # past the row's end the mask is all false: nothing is read
+            x_next = tl.load(x_row + idx, mask=idx < N, other=float("-inf"))
+            x = x_raw.to(tl.float32)
             # Every tile holds at least one real element, so m_new is finite from the first tile on.
             # Subtract before scaling by log2(e): x - m is exact for close values, x * log2(e) is not.
             m_new = tl.maximum(m, tl.max(x, axis=0))
@@ -183,11 +189,17 @@ def softmax_online_kernel(x_ptr, y_ptr, M, N, BLOCK_N: tl.constexpr):
         inv_sum = 1.0 / tl.sum(s, axis=0)
         # Pass 2 walks the row backwards: the tiles pass 1 read last are the likeliest still in L2.
         tiles = tl.cdiv(N, BLOCK_N)
+        idx = (tiles - 1) * BLOCK_N + cols
+        x_next = tl.load(x_row + idx, mask=idx < N, other=0.0)
         for back in range(0, tiles):
+            x_raw = x_next
+            idx = (tiles - 2 - back) * BLOCK_N + cols  # before the row's start: masked, nothing read
+            x_next = tl.load(x_row + idx, mask=(idx >= 0) & (idx < N), other=0.0)
             idx = (tiles - 1 - back) * BLOCK_N + cols
-            mask = idx < N
-            x = tl.load(x_row + idx, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_row + idx, (tl.exp2((x - m) * LOG2E_online) * inv_sum).to(y_ptr.dtype.element_ty), mask=mask)
+            x = x_raw.to(tl.float32)
+            tl.store(
+                y_row + idx, (tl.exp2((x - m) * LOG2E_online) * inv_sum).to(y_ptr.dtype.element_ty), mask=idx < N
+            )
 
 
 def _launch_online(x, *, BLOCK_N: int, PROGRAMS: int, num_warps: int):
@@ -205,16 +217,16 @@ SHAPE_DIMS = {"M": (0, 0), "N": (0, 1)}  # dim -> (input index, axis)
 DTYPE_INPUT = 0  # the input whose dtype selects the rows (None: one dtype)
 DEFAULT = ("baseline", {"num_warps": 16})  # the best single config
 DISPATCH = [
-    {"when": {"M": 1, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 64, "BLOCK_N": 2048, "num_warps": 8}},
-    {"when": {"M": 32, "N": 32768}, "dtype": "bfloat16", "source": "multirow", "config": {"ROWS": 1, "num_warps": 8}},
-    {"when": {"M": 2048, "N": 131072}, "dtype": "bfloat16", "source": "online", "config": {"BLOCK_N": 8192, "PROGRAMS": 264, "num_warps": 16}},
-    {"when": {"M": 4096, "N": 4096}, "dtype": "bfloat16", "source": "multirow", "config": {"ROWS": 1, "num_warps": 8}},
-    {"when": {"M": 8192, "N": 32768}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 1, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 128, "BLOCK_N": 4096, "num_warps": 8}},
+    {"when": {"M": 1, "N": 131072}, "dtype": "bfloat16", "source": "split_row", "config": {"SPLITS": 32, "BLOCK_N": 4096, "num_warps": 4}},
+    {"when": {"M": 32, "N": 32768}, "dtype": "bfloat16", "source": "multirow", "config": {"ROWS": 1, "num_warps": 16}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "bfloat16", "source": "online", "config": {"BLOCK_N": 16384, "PROGRAMS": 528, "num_warps": 32}},
+    {"when": {"M": 4096, "N": 4096}, "dtype": "bfloat16", "source": "baseline", "config": {"num_warps": 8}},
+    {"when": {"M": 8192, "N": 32768}, "dtype": "bfloat16", "source": "online", "config": {"BLOCK_N": 8192, "PROGRAMS": 65536, "num_warps": 16}},
+    {"when": {"M": 1, "N": 131072}, "dtype": "float32", "source": "split_row", "config": {"SPLITS": 128, "BLOCK_N": 1024, "num_warps": 16}},
     {"when": {"M": 32, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 2048, "N": 131072}, "dtype": "float32", "source": "online", "config": {"BLOCK_N": 8192, "PROGRAMS": 264, "num_warps": 16}},
-    {"when": {"M": 4096, "N": 4096}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
-    {"when": {"M": 8192, "N": 32768}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 16}},
+    {"when": {"M": 2048, "N": 131072}, "dtype": "float32", "source": "online", "config": {"BLOCK_N": 16384, "PROGRAMS": 528, "num_warps": 32}},
+    {"when": {"M": 4096, "N": 4096}, "dtype": "float32", "source": "baseline", "config": {"num_warps": 4}},
+    {"when": {"M": 8192, "N": 32768}, "dtype": "float32", "source": "multirow", "config": {"ROWS": 1, "num_warps": 16}},
 ]
 
 
