@@ -251,6 +251,22 @@ def test_online_softmax_loops_over_rows_when_programs_are_fewer(poisoned_allocat
     assert problem is None, problem
 
 
+@pytest.mark.skipif(not INTERPRETED, reason="TRITON_INTERPRET=0: the interpreted CPU checks are off")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_softmax_prefetch_rows_too_long_to_double_buffer_run_one_at_a_time(
+    dtype: str, poisoned_allocations: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU shapes are short enough for the register prefetch; a zero byte limit sends them down
+    the path long GPU rows take, a persistent loop without the prefetch."""
+    task = _task("softmax")
+    module = _module(task, "prefetch.py")
+    monkeypatch.setattr(module, "PREFETCH_MAX_ROW_BYTES", 0)
+    (x,) = task.make_inputs({"M": 5, "N": 300}, dtype, "cpu", 0)
+    y = module.launch(x, PROGRAMS=2, num_warps=4)  # 2 programs: each loops over 2-3 rows
+    problem = _mismatch(y, task.reference(x), *task.tolerance(dtype))
+    assert problem is None, problem
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.skipif(INTERPRETED, reason="run with TRITON_INTERPRET=0 to compile the kernels for the GPU")
