@@ -20,6 +20,7 @@ Deterministic under the run's seed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import defaultdict
@@ -222,7 +223,12 @@ class ExpertProposer:
             queues.append((rank, parent, scored))
         if not queues:
             return []
-        order = [0] * math.ceil(n / 2) + [rank for _ in range(n) for rank in range(len(queues))]
+        # Half the slots to the best parent, the rest round-robin, shape leaders taking every other turn
+        # (listed after the top-k, they would get no turn in a round of 8).
+        tops = [rank for rank, parent, _ in queues if not parent.get("leads")]
+        leads = [rank for rank, parent, _ in queues if parent.get("leads")]
+        cycle = [rank for pair in itertools.zip_longest(tops, leads) for rank in pair if rank is not None]
+        order = [0] * math.ceil(n / 2) + cycle * n
         picks: list[Proposal] = []
         taken: set[str] = set()
         for rank in order:
