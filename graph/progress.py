@@ -117,9 +117,14 @@ class ProgressView:
         self.best_us = e["best_us"]
         self.baseline_us = e.get("baseline_us", self.baseline_us)
         speed = versus_baseline(self.baseline_us, self.best_us, self.interpreted)
+        # The per-bucket table (each shape's fastest config) is what export hands back when it wins.
+        table_us = e.get("table_us")
+        table = ""
+        if table_us and self.best_us and table_us < self.best_us * 0.99:
+            table = f", per-shape table {table_us:.2f} us ({versus_baseline(self.baseline_us, table_us, self.interpreted)})"
         self.console.print(
             f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "
-            f"{self.best_us:.2f} us ({speed}), {self.evaluated} evaluated{self._eta()}"
+            f"{self.best_us:.2f} us ({speed}){table}, {self.evaluated} evaluated{self._eta()}"
         )
 
     def _eta(self) -> str:

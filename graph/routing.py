@@ -23,6 +23,8 @@ A round fails when none of its candidates passes; its error type is the most fre
 
 from __future__ import annotations
 
+import json
+import math
 from collections import Counter
 from typing import Any, Literal, TypedDict
 
@@ -94,6 +96,24 @@ def improved(previous_best_us: float | None, new_best_us: float | None, threshol
     if previous_best_us is None:
         return True
     return new_best_us < previous_best_us * (1 - threshold)
+
+
+def table_geomean(attempts: list[dict[str, Any]]) -> float | None:
+    """Geomean over (shape, dtype) of the fastest passing time at each: what a per-bucket table of the
+    configs evaluated so far takes (tools.dispatch builds that table at export). It can improve while
+    the single best cannot: a config that wins some shapes and loses others is never the best."""
+    fastest: dict[tuple[str, str], float] = {}
+    for a in attempts:
+        if a.get("verdict") != "pass":
+            continue
+        for row in a.get("per_shape") or []:
+            us = row.get("median_us")
+            if us and us > 0:
+                key = (json.dumps(row["shape"], sort_keys=True), str(row.get("dtype")))
+                fastest[key] = min(us, fastest.get(key, math.inf))
+    if not fastest:
+        return None
+    return math.exp(sum(math.log(us) for us in fastest.values()) / len(fastest))
 
 
 # -- the end -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graph.routing import after_evaluate, finish, improved, round_outcome, update_streaks
+from graph.routing import after_evaluate, finish, improved, round_outcome, table_geomean, update_streaks
 from nodes.audit import audit
 from nodes.case_memory import RunCache, served_from_cache
 from nodes.records import attempt_record, load_result, save_result, with_log, write_candidate
@@ -140,8 +140,12 @@ def evaluate(
     # The watchdog re-times a new best against the previous one (GPU): a regression keeps the previous.
     if best is not previous and not watchdog_accepts(task, state, best, previous, "evaluate"):
         best = previous
-    got_better = improved(
-        previous["geomean_us"], best["geomean_us"], settings["routing"]["stall_improvement"]
+    # Progress is the single best or the per-bucket table getting faster: a stall is neither.
+    stall_improvement = settings["routing"]["stall_improvement"]
+    table_before = table_geomean(state.get("attempts", []))
+    table_us = table_geomean([*state.get("attempts", []), *attempts])
+    got_better = improved(previous["geomean_us"], best["geomean_us"], stall_improvement) or improved(
+        table_before, table_us, stall_improvement
     )
     outcome = round_outcome(attempts, settings["routing"]["compile_error_types"])
     streaks = update_streaks(state["streaks"], outcome, got_better)
@@ -180,6 +184,7 @@ def evaluate(
         "round": rnd,
         "best_us": best["geomean_us"],
         "round_best_us": round_best["geomean_us"] if round_best else None,
+        "table_us": table_us,
         "evaluated": len(attempts),
         "passed": len(passing),
     }

@@ -284,6 +284,10 @@ def plot_progress(state: dict[str, Any], path: Path) -> None:
     ax.step(
         [p["round"] for p in progress], [p["best_us"] for p in progress], where="post", label="best so far"
     )
+    table = [(p["round"], p["table_us"]) for p in progress if p.get("table_us")]
+    if any(p.get("table_us") and p["table_us"] < p["best_us"] * 0.99 for p in progress):
+        # The per-shape table (each shape's fastest config) is what export hands back when it wins.
+        ax.step(*zip(*table, strict=True), where="post", color="tab:purple", label="per-shape table so far")
     tried = [(p["round"], p["round_best_us"]) for p in progress if p.get("round_best_us")]
     if tried:
         ax.scatter(*zip(*tried, strict=True), s=14, color="gray", label="best of the round", zorder=3)

@@ -99,6 +99,7 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
                 "round": 0,
                 "best_us": record["geomean_us"],
                 "round_best_us": record["geomean_us"],
+                "table_us": record["geomean_us"],
                 "evaluated": 1,
                 "passed": 1,
             }

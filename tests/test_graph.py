@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from graph_support import (
     AXPY,
+    BASELINE_CONFIG,
     COMPILE_LOG,
     Run,
     ScriptedCritic,
@@ -164,6 +165,36 @@ def test_a_stall_asks_the_human_and_continue_resumes_the_search(tmp_path):
     assert run.state["streaks"]["no_improvement"] == 1  # reset by the human, one more round since
     assert run.state["stop"]["status"] == "budget_exhausted"
     assert evaluator.evaluated[-1] == {"BLOCK": 256, "num_warps": 1}
+
+
+def test_no_stall_while_the_per_shape_table_improves_though_the_single_best_does_not(tmp_path):
+    """Each candidate wins one shape and loses the other (geomean never below the baseline's): the
+    single best stays the baseline, but the table of each shape's fastest config gets faster every
+    round, so the run is not stalled and spends its budget instead of asking the human."""
+    shapes = [{"M": 1, "N": 300}, {"M": 4, "N": 300}]
+    task = axpy_with(tmp_path, shapes=shapes)
+
+    def two_shapes(us_m1: float, us_m4: float) -> EvalResult:
+        result = passed(us_m4)
+        row = result.metrics.per_shape[0]
+        result.metrics.per_shape = [row.model_copy(update={"shape": shapes[0], "median_us": us_m1}), row]
+        result.metrics.geomean_us = (us_m1 * us_m4) ** 0.5
+        return result
+
+    proposer = ScriptedProposer([[prop(64, 1)], [prop(64, 2)], [prop(64, 4)], [prop(256, 1)]])
+    evaluator = ScriptedEvaluator({
+        key(BASELINE_CONFIG): two_shapes(100.0, 100.0),
+        cfg(64, 1): two_shapes(50.0, 200.0), cfg(64, 2): two_shapes(200.0, 50.0),
+        cfg(64, 4): two_shapes(40.0, 250.0), cfg(256, 1): two_shapes(250.0, 40.0),
+    })  # fmt: skip
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=4))
+    run.inputs["task"] = str(task)
+    run.start()
+    assert "human" not in run.nodes
+    assert run.state["best"]["origin"] == "baseline"  # no single config beat it
+    assert run.state["stop"]["status"] == "budget_exhausted"
+    assert run.state["streaks"]["no_improvement"] == 0
+    assert [round(p["table_us"], 1) for p in run.state["progress"]] == [100.0, 70.7, 50.0, 44.7, 40.0]
 
 
 def test_target_met_ends_the_run(tmp_path):

@@ -13,6 +13,7 @@ from graph.routing import (
     finish,
     fresh_streaks,
     round_outcome,
+    table_geomean,
     target_met,
     update_streaks,
 )
@@ -187,3 +188,16 @@ def test_after_propose():
     assert after_propose({}, 0, "revise", "", False)["to"] == "critic"
     assert after_propose({}, 0, "explore", "near the roofline", True)["to"] == "report"
     assert after_propose({}, 0, "explore", "space exhausted", False)["to"] == "human"
+
+
+def test_the_table_geomean_takes_each_shapes_fastest_passing_time():
+    def attempt(verdict: str, *times: float) -> dict:
+        shapes = [{"M": 1}, {"M": 8}]
+        rows = [{"shape": s, "dtype": "bfloat16", "median_us": t} for s, t in zip(shapes, times, strict=True)]
+        return {"verdict": verdict, "per_shape": rows}
+
+    assert table_geomean([]) is None
+    attempts = [attempt("pass", 100.0, 100.0), attempt("pass", 25.0, 400.0), attempt("fail", 1.0, 1.0)]
+    assert table_geomean(attempts) == pytest.approx(50.0)  # sqrt(25 x 100): the failure is no time
+    fp32 = {"verdict": "pass", "per_shape": [{"shape": {"M": 1}, "dtype": "float32", "median_us": 1.0}]}
+    assert table_geomean([*attempts, fp32]) == pytest.approx((25.0 * 100.0 * 1.0) ** (1 / 3))
