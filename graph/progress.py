@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tools.dispatch import THRESHOLD as TABLE_THRESHOLD
+
 # Routes not worth a line of their own (the events already say it).
 USUAL_NEXT = {"diagnose": "propose", "propose": "critic", "critic": "evaluate", "evaluate": "diagnose"}
 
@@ -117,10 +119,11 @@ class ProgressView:
         self.best_us = e["best_us"]
         self.baseline_us = e.get("baseline_us", self.baseline_us)
         speed = versus_baseline(self.baseline_us, self.best_us, self.interpreted)
-        # The per-bucket table (each shape's fastest config) is what export hands back when it wins.
+        # The per-bucket table (each shape's fastest config) is what export hands back when it beats
+        # the best by more than tools.dispatch's threshold.
         table_us = e.get("table_us")
         table = ""
-        if table_us and self.best_us and table_us < self.best_us * 0.99:
+        if table_us and self.best_us and table_us * (1 + TABLE_THRESHOLD) < self.best_us:
             table = f", per-shape table {table_us:.2f} us ({versus_baseline(self.baseline_us, table_us, self.interpreted)})"
         self.console.print(
             f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "

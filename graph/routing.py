@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
 from tools.task import meets_min_dims
@@ -98,13 +99,15 @@ def improved(previous_best_us: float | None, new_best_us: float | None, threshol
     return new_best_us < previous_best_us * (1 - threshold)
 
 
-def table_geomean(attempts: list[dict[str, Any]]) -> float | None:
+def table_geomean(attempts: list[dict[str, Any]], approved: Iterable[int] = ()) -> float | None:
     """Geomean over (shape, dtype) of the fastest passing time at each: what a per-bucket table of the
     configs evaluated so far takes (tools.dispatch builds that table at export). It can improve while
-    the single best cannot: a config that wins some shapes and loses others is never the best."""
+    the single best cannot: a config that wins some shapes and loses others is never the best.
+    ``approved``: attempt numbers of held candidates a human approved, which count as passing."""
+    approved = set(approved)
     fastest: dict[tuple[str, str], float] = {}
     for a in attempts:
-        if a.get("verdict") != "pass":
+        if a.get("verdict") != "pass" and a.get("n") not in approved:
             continue
         for row in a.get("per_shape") or []:
             us = row.get("median_us")

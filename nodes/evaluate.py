@@ -142,8 +142,9 @@ def evaluate(
         best = previous
     # Progress is the single best or the per-bucket table getting faster: a stall is neither.
     stall_improvement = settings["routing"]["stall_improvement"]
-    table_before = table_geomean(state.get("attempts", []))
-    table_us = table_geomean([*state.get("attempts", []), *attempts])
+    approved_n = state.get("approved", [])
+    table_before = table_geomean(state.get("attempts", []), approved_n)
+    table_us = table_geomean([*state.get("attempts", []), *attempts], approved_n)
     got_better = improved(previous["geomean_us"], best["geomean_us"], stall_improvement) or improved(
         table_before, table_us, stall_improvement
     )

@@ -23,6 +23,7 @@ from nodes.audit import audit, read_trail
 from nodes.case_memory import cases_of_run, library_for_run
 from nodes.llm.accounting import collect as collect_accounting
 from nodes.runtime import RunContext, agents_for, module_source, run_task
+from tools.dispatch import THRESHOLD as TABLE_THRESHOLD
 from tools.export import export_to_run
 from tools.sandbox import describe as sandbox_description
 from tools.task import Task, meets_min_dims
@@ -285,8 +286,9 @@ def plot_progress(state: dict[str, Any], path: Path) -> None:
         [p["round"] for p in progress], [p["best_us"] for p in progress], where="post", label="best so far"
     )
     table = [(p["round"], p["table_us"]) for p in progress if p.get("table_us")]
-    if any(p.get("table_us") and p["table_us"] < p["best_us"] * 0.99 for p in progress):
-        # The per-shape table (each shape's fastest config) is what export hands back when it wins.
+    if any(p.get("table_us") and p["table_us"] * (1 + TABLE_THRESHOLD) < p["best_us"] for p in progress):
+        # The per-shape table (each shape's fastest config) is what export hands back when it beats the
+        # best by more than tools.dispatch's threshold.
         ax.step(*zip(*table, strict=True), where="post", color="tab:purple", label="per-shape table so far")
     tried = [(p["round"], p["round_best_us"]) for p in progress if p.get("round_best_us")]
     if tried:

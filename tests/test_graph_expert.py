@@ -290,6 +290,9 @@ def test_the_diagnoser_reports_the_roofline_where_the_target_is_judged():
     assert "82% of the roofline at the lowest judged shape (B >= 8)" in scoped.evidence
     every = ExpertDiagnoser().diagnose(ctx([best], target={"roofline_pct": 85, "min_dims": None}))
     assert "30% of the roofline at the lowest judged shape (all shapes)" in every.evidence
+    speedup_only = ExpertDiagnoser().diagnose(ctx([best], target={"speedup": 2.0}))
+    assert "30% of the roofline at its lowest shape" in speedup_only.evidence
+    assert not any("judged" in e for e in speedup_only.evidence)
 
 
 def test_build_agents_expert_by_default_and_a_clear_error_for_an_unavailable_spec():

@@ -199,5 +199,7 @@ def test_the_table_geomean_takes_each_shapes_fastest_passing_time():
     assert table_geomean([]) is None
     attempts = [attempt("pass", 100.0, 100.0), attempt("pass", 25.0, 400.0), attempt("fail", 1.0, 1.0)]
     assert table_geomean(attempts) == pytest.approx(50.0)  # sqrt(25 x 100): the failure is no time
+    held = attempts[2] | {"n": 2}  # held for review (a failure) until a human approves it
+    assert table_geomean([*attempts[:2], held], approved=[2]) == pytest.approx(1.0)
     fp32 = {"verdict": "pass", "per_shape": [{"shape": {"M": 1}, "dtype": "float32", "median_us": 1.0}]}
     assert table_geomean([*attempts, fp32]) == pytest.approx((25.0 * 100.0 * 1.0) ** (1 / 3))

@@ -7,7 +7,8 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 - compile failures are never proposed again nor mutated;
 - variants are one more dimension: an optimum that lives in a variant is found within the budget;
 - the first round tries every variant, however small its space beside the others;
-- a config that is slow in geomean but the fastest at one shape is searched around too.
+- a config that is slow in geomean but the fastest at one shape is searched around too, the shapes the
+  roofline target is judged at first, lowest roofline first.
 """
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ def test_the_first_round_tries_every_variant_however_small_its_space():
         assert len(props) == 4
         assert {p.module for p in props} == set(spaces), seed
     # With fewer candidates than variants, each candidate is a different variant.
-    ctx = context(history, 1, 0, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
-    assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2
+    for seed in range(5):
+        ctx = context(history, 1, seed, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
+        assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2, seed
 
 
 def test_a_config_fastest_at_one_shape_is_searched_around_even_when_slow_overall():
@@ -174,3 +176,38 @@ def test_a_config_fastest_at_one_shape_is_searched_around_even_when_slow_overall
     assert around, [p.rationale for p in props]
     assert all("the fastest at M=8192 bfloat16" in p.rationale for p in around)
     assert all(p.module == "split.py" or p.config == specialist[1] for p in around)
+
+
+def test_shape_leaders_of_judged_shapes_come_first_lowest_roofline_first():
+    """Three specialists each lead one shape. The target judges M >= 4096: the M=4096 leader (50% of
+    the roofline) is searched around before the M=8192 one (80%), and the M=1 leader (latency floor,
+    not judged) gets no turn in a default round."""
+    shapes = [{"M": 1}, {"M": 4096}, {"M": 8192}]
+
+    def rows(*times_pcts: tuple[float, float]) -> list[dict]:
+        return [
+            {"shape": shape, "dtype": "bfloat16", "median_us": us, "roofline_pct": pct}
+            for shape, (us, pct) in zip(shapes, times_pcts, strict=True)
+        ]
+
+    history = [
+        record(0, 0, *START, 100.0, origin="baseline") | {"per_shape": rows((10, 1), (100, 40), (100, 70))}
+    ]
+    fast = [("baseline.py", {"BLOCK": b, "num_warps": 4, "ROWS": 1}) for b in (32, 64, 128, 256, 512, 1024)]
+    for i, (module, config) in enumerate(fast, start=1):
+        history.append(
+            record(i, 1, module, config, 50.0 + i) | {"per_shape": rows((9, 1), (99, 40), (99, 70))}
+        )
+    leaders = {  # attempt n -> (module, config, per-shape rows): each the fastest at one shape only
+        7: ("split.py", {"BLOCK": 64, "num_warps": 2, "ROWS": 4}, rows((2, 5), (300, 13), (300, 23))),
+        8: ("split.py", {"BLOCK": 32, "num_warps": 8, "ROWS": 2}, rows((20, 1), (80, 50), (300, 23))),
+        9: ("split.py", {"BLOCK": 128, "num_warps": 1, "ROWS": 1}, rows((20, 1), (300, 13), (90, 80))),
+    }
+    for n, (module, config, per_shape) in leaders.items():
+        history.append(record(n, 1, module, config, 300.0) | {"per_shape": per_shape})
+    target = {"roofline_pct": 90, "min_dims": {"M": 4096}}
+    ctx = context(history, 2, seed=0, n=8).model_copy(update={"target": target})
+    props = ExpertProposer(settings()).propose(ctx)
+    around = [parent_of(p.rationale) for p in props if "the fastest at" in p.rationale]
+    assert around[:2] == [8, 9], [p.rationale for p in props]
+    assert 7 not in around

@@ -253,14 +253,17 @@ def test_online_softmax_loops_over_rows_when_programs_are_fewer(poisoned_allocat
 
 @pytest.mark.skipif(not INTERPRETED, reason="TRITON_INTERPRET=0: the interpreted CPU checks are off")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_softmax_prefetch_rows_too_long_to_double_buffer_run_one_at_a_time(
-    dtype: str, poisoned_allocations: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_softmax_prefetch_loops_over_rows_with_and_without_the_prefetch(
+    dtype: str, prefetch: bool, poisoned_allocations: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The CPU shapes are short enough for the register prefetch; a zero byte limit sends them down
-    the path long GPU rows take, a persistent loop without the prefetch."""
+    """Fewer programs than rows, so each program carries a prefetched row into its next iteration
+    (the space's PROGRAMS are sized for the GPU: at the CPU shapes every program has one row). A zero
+    byte limit sends the rows down the path long GPU rows take, a persistent loop without the prefetch."""
     task = _task("softmax")
     module = _module(task, "prefetch.py")
-    monkeypatch.setattr(module, "PREFETCH_MAX_ROW_BYTES", 0)
+    if not prefetch:
+        monkeypatch.setattr(module, "PREFETCH_MAX_ROW_BYTES", 0)
     (x,) = task.make_inputs({"M": 5, "N": 300}, dtype, "cpu", 0)
     y = module.launch(x, PROGRAMS=2, num_warps=4)  # 2 programs: each loops over 2-3 rows
     problem = _mismatch(y, task.reference(x), *task.tolerance(dtype))

@@ -48,8 +48,10 @@ def _history_evidence(ctx: AgentContext) -> list[str]:
         )
     min_dims = ctx.target.get("min_dims")
     pct = judged_roofline(best.get("per_shape") or [], min_dims)
-    if pct is not None:
+    if pct is not None and ctx.target.get("roofline_pct"):
         notes.append(f"{pct:.0f}% of the roofline at the lowest judged shape ({judged_at(min_dims)})")
+    elif pct is not None:
+        notes.append(f"{pct:.0f}% of the roofline at its lowest shape")
     if best.get("interpreted"):
         notes.append("timings are Triton-interpreter wall times: they rank configs, they are no speed claim")
     recent = [h for h in ctx.history if h.get("round") == ctx.round - 1 and h.get("verdict") == "fail"]

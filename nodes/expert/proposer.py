@@ -32,7 +32,7 @@ from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from nodes.roles import AgentContext, Proposal
 from tools.candidate import candidate_identity
-from tools.task import config_problems
+from tools.task import config_problems, meets_min_dims
 
 # (role, step) -> (score, why, expected effect), per bottleneck.
 STEERING: dict[str, dict[tuple[str, int], tuple[float, str, str]]] = {
@@ -223,12 +223,12 @@ class ExpertProposer:
             queues.append((rank, parent, scored))
         if not queues:
             return []
-        # Half the slots to the best parent, the rest round-robin, shape leaders taking every other turn
-        # (listed after the top-k, they would get no turn in a round of 8).
+        # Half the slots to the best parent, then shape leaders and the other top-k parents by turns,
+        # a leader first (after the top-k, they would get no turn in a round of 8).
         tops = [rank for rank, parent, _ in queues if not parent.get("leads")]
         leads = [rank for rank, parent, _ in queues if parent.get("leads")]
-        cycle = [rank for pair in itertools.zip_longest(tops, leads) for rank in pair if rank is not None]
-        order = [0] * math.ceil(n / 2) + cycle * n
+        turns = [rank for pair in itertools.zip_longest(leads, tops[1:]) for rank in pair if rank is not None]
+        order = [0] * math.ceil(n / 2) + (turns + [0]) * n
         picks: list[Proposal] = []
         taken: set[str] = set()
         for rank in order:
@@ -400,8 +400,10 @@ def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
 
 def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
     """The fastest passing attempt at each shape and dtype, keyed by a label such as 'M=8192 N=32768
-    bfloat16' (attempts of modules outside the space cannot be mutated and are left out)."""
-    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    bfloat16', most useful first: the shapes a roofline target is judged at, lowest roofline % first,
+    then the others in an order that rotates with the round (attempts of modules outside the space
+    cannot be mutated and are left out)."""
+    best: dict[str, tuple[float, dict[str, Any], dict[str, Any]]] = {}
     for h in ctx.history:
         if h.get("verdict") != "pass" or h.get("module") not in ctx.search_spaces:
             continue
@@ -411,8 +413,16 @@ def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
                 continue
             label = " ".join(f"{k}={v}" for k, v in row["shape"].items()) + f" {row.get('dtype')}"
             if label not in best or us < best[label][0]:
-                best[label] = (us, h)
-    return {label: h for label, (_, h) in best.items()}
+                best[label] = (us, h, row)
+    targeted = bool(ctx.target.get("roofline_pct"))
+    min_dims = ctx.target.get("min_dims")
+    judged = [
+        label for label, (_, _, row) in best.items() if targeted and meets_min_dims(row["shape"], min_dims)
+    ]
+    judged.sort(key=lambda label: best[label][2].get("roofline_pct") or math.inf)
+    others = [label for label in best if label not in judged]
+    turn = ctx.round % len(others) if others else 0
+    return {label: best[label][1] for label in judged + others[turn:] + others[:turn]}
 
 
 def _local_proposal(move, parent, rank, bottleneck, why, effect, ctx) -> Proposal:
