@@ -153,6 +153,9 @@ def markdown(report: dict[str, Any]) -> str:
                 if s.get("candidates_evaluated") is not None
                 else "",
                 f"{s['wall_s']:.0f} s" if s.get("wall_s") is not None else "",
+                f"paused {s['answered_continue']} time(s) for a human, answered 'continue' (unattended)"
+                if s.get("answered_continue")
+                else "",
                 f"run folder `{s['run_dir']}`" if s.get("run_dir") else "",
             ]
             why = f" ({s['reason']})" if s.get("reason") else ""
@@ -210,8 +213,15 @@ def write_outputs(report: dict[str, Any], out: Path) -> None:
 
 
 # -- search and export ------------------------------------------------------------------------------------
-def search(name: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One graph run (or reuse/resume of one already in OUT/runs/NAME)."""
+# An unattended search that pauses for a human (a stall, the same failure again and again) is answered
+# "continue" this many times at most; the run's budget still ends it. graph.run exits 3 at a pause.
+UNATTENDED_ANSWERS = 5
+EXIT_PAUSED = 3
+
+
+def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None = None) -> dict[str, Any]:
+    """One graph run (or reuse/resume of one already in OUT/runs/NAME). Nobody watches a suite run, so a
+    pause for a human is answered "continue" (UNATTENDED_ANSWERS times at most; the summary counts them)."""
     run_dir = out / "runs" / name
     report_file = run_dir / "report.json"
     if report_file.exists():
@@ -220,7 +230,7 @@ def search(name: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     if (run_dir / "checkpoints.sqlite").exists():
         cmd = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
     else:
-        cmd = [sys.executable, "-m", "graph.run", str(REPO / "tasks" / name), "--device", args.device,
+        cmd = [sys.executable, "-m", "graph.run", str(task_dir or REPO / "tasks" / name), "--device", args.device,
                "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed),
                # unattended: a candidate held for review stays a failure (nobody is there to approve it)
                "--set", "routing.held_to_human=false"]  # fmt: skip
@@ -228,19 +238,43 @@ def search(name: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--rounds", str(args.rounds)]
         if args.minutes:
             cmd += ["--set", f"budget.minutes={args.minutes}"]
+        for item in getattr(args, "set", None) or []:
+            cmd += ["--set", item]
     started = time.perf_counter()
     log = out / "runs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    answered = 0
     with log.open("w") as sink:
-        try:
-            code = subprocess.run(
-                cmd, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, timeout=args.search_timeout
-            ).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
+        code = _graph_run(cmd, sink, args.search_timeout)
+        resume = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
+        while code == EXIT_PAUSED and answered < UNATTENDED_ANSWERS:
+            left = args.search_timeout - (time.perf_counter() - started)
+            if left <= 0:
+                code = "timeout"
+                break
+            answered += 1
+            sink.write(f"\n[suite] unattended: answering 'continue' to the run's question ({answered})\n")
+            sink.flush()
+            code = _graph_run([*resume, "--answer", "continue"], sink, left)
     wall = time.perf_counter() - started
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
-    return {**_search_summary(report, run_dir), "exit_code": code, "wall_s": wall, "log": str(log)}
+    return {
+        **_search_summary(report, run_dir),
+        "exit_code": code,
+        "wall_s": wall,
+        "answered_continue": answered,
+        "log": str(log),
+    }
+
+
+def _graph_run(cmd: list[str], sink: Any, timeout: float) -> int | str:
+    """Exit code of one graph.run process, or "timeout"."""
+    try:
+        return subprocess.run(
+            cmd, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout
+        ).returncode
+    except subprocess.TimeoutExpired:
+        return "timeout"
 
 
 def _search_summary(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -379,6 +413,13 @@ def main() -> None:
         "--search-timeout", type=float, default=660.0, help="seconds before a search is killed"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for each search (repeatable)",
+    )
     parser.add_argument(
         "--device", default="cuda", help="of the search; cpu only as a dry run of search+export"
     )
