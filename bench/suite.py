@@ -227,8 +227,9 @@ def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None
     if report_file.exists():
         report = json.loads(report_file.read_text())
         return {**_search_summary(report, run_dir), "reused": True}
+    resume = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
     if (run_dir / "checkpoints.sqlite").exists():
-        cmd = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
+        cmd = resume
     else:
         cmd = [sys.executable, "-m", "graph.run", str(task_dir or REPO / "tasks" / name), "--device", args.device,
                "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed),
@@ -246,7 +247,6 @@ def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None
     answered = 0
     with log.open("w") as sink:
         code = _graph_run(cmd, sink, args.search_timeout)
-        resume = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
         while code == EXIT_PAUSED and answered < UNATTENDED_ANSWERS:
             left = args.search_timeout - (time.perf_counter() - started)
             if left <= 0:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tools.dispatch import THRESHOLD as TABLE_THRESHOLD
+from tools.dispatch import table_wins
 
 # Routes not worth a line of their own (the events already say it).
 USUAL_NEXT = {"diagnose": "propose", "propose": "critic", "critic": "evaluate", "evaluate": "diagnose"}
@@ -123,7 +123,7 @@ class ProgressView:
         # the best by more than tools.dispatch's threshold.
         table_us = e.get("table_us")
         table = ""
-        if table_us and self.best_us and table_us * (1 + TABLE_THRESHOLD) < self.best_us:
+        if table_us and self.best_us and table_wins(table_us, self.best_us):
             table = f", per-shape table {table_us:.2f} us ({versus_baseline(self.baseline_us, table_us, self.interpreted)})"
         self.console.print(
             f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "

@@ -23,12 +23,11 @@ A round fails when none of its candidates passes; its error type is the most fre
 
 from __future__ import annotations
 
-import json
-import math
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Literal, TypedDict
 
+from tools.dispatch import geomean, shape_key
 from tools.task import meets_min_dims
 
 Node = Literal["setup", "diagnose", "propose", "critic", "evaluate", "reflect", "human", "report"]
@@ -99,24 +98,30 @@ def improved(previous_best_us: float | None, new_best_us: float | None, threshol
     return new_best_us < previous_best_us * (1 - threshold)
 
 
+def fastest_at_each_shape(
+    attempts: Iterable[dict[str, Any]],
+) -> dict[tuple[str, str], tuple[float, dict[str, Any], dict[str, Any]]]:
+    """(shape, dtype) -> (median us, attempt, per-shape row) of the fastest of ``attempts`` there (the
+    caller picks which attempts count)."""
+    fastest: dict[tuple[str, str], tuple[float, dict[str, Any], dict[str, Any]]] = {}
+    for a in attempts:
+        for row in a.get("per_shape") or []:
+            us = row.get("median_us")
+            key = shape_key(row["shape"], str(row.get("dtype")))
+            if us and us > 0 and (key not in fastest or us < fastest[key][0]):
+                fastest[key] = (us, a, row)
+    return fastest
+
+
 def table_geomean(attempts: list[dict[str, Any]], approved: Iterable[int] = ()) -> float | None:
     """Geomean over (shape, dtype) of the fastest passing time at each: what a per-bucket table of the
     configs evaluated so far takes (tools.dispatch builds that table at export). It can improve while
     the single best cannot: a config that wins some shapes and loses others is never the best.
     ``approved``: attempt numbers of held candidates a human approved, which count as passing."""
     approved = set(approved)
-    fastest: dict[tuple[str, str], float] = {}
-    for a in attempts:
-        if a.get("verdict") != "pass" and a.get("n") not in approved:
-            continue
-        for row in a.get("per_shape") or []:
-            us = row.get("median_us")
-            if us and us > 0:
-                key = (json.dumps(row["shape"], sort_keys=True), str(row.get("dtype")))
-                fastest[key] = min(us, fastest.get(key, math.inf))
-    if not fastest:
-        return None
-    return math.exp(sum(math.log(us) for us in fastest.values()) / len(fastest))
+    counted = (a for a in attempts if a.get("verdict") == "pass" or a.get("n") in approved)
+    fastest = fastest_at_each_shape(counted)
+    return geomean(us for us, _, _ in fastest.values()) if fastest else None
 
 
 # -- the end -------------------------------------------------------------------------------------

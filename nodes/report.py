@@ -23,7 +23,7 @@ from nodes.audit import audit, read_trail
 from nodes.case_memory import cases_of_run, library_for_run
 from nodes.llm.accounting import collect as collect_accounting
 from nodes.runtime import RunContext, agents_for, module_source, run_task
-from tools.dispatch import THRESHOLD as TABLE_THRESHOLD
+from tools.dispatch import shape_label, table_wins
 from tools.export import export_to_run
 from tools.sandbox import describe as sandbox_description
 from tools.task import Task, meets_min_dims
@@ -189,7 +189,7 @@ def target_line(target: dict[str, Any] | None, per_shape: list[dict[str, Any]]) 
         min_dims = target.get("min_dims")
         shapes = []
         for r in per_shape:
-            shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+            shape = shape_label(r["shape"])
             if meets_min_dims(r["shape"], min_dims) and shape not in shapes:
                 shapes.append(shape)
         parts.append(
@@ -242,7 +242,7 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in report["per_shape"]:
-        shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+        shape = shape_label(r["shape"])
         lines.append(
             f"| {shape} | {r['dtype']} | {_fmt(r['baseline_us'])} | {_fmt(r['best_us'])} | "
             f"{_fmt(r['speedup'], 3)} | "
@@ -286,7 +286,7 @@ def plot_progress(state: dict[str, Any], path: Path) -> None:
         [p["round"] for p in progress], [p["best_us"] for p in progress], where="post", label="best so far"
     )
     table = [(p["round"], p["table_us"]) for p in progress if p.get("table_us")]
-    if any(p.get("table_us") and p["table_us"] * (1 + TABLE_THRESHOLD) < p["best_us"] for p in progress):
+    if any(p.get("table_us") and table_wins(p["table_us"], p["best_us"]) for p in progress):
         # The per-shape table (each shape's fastest config) is what export hands back when it beats the
         # best by more than tools.dispatch's threshold.
         ax.step(*zip(*table, strict=True), where="post", color="tab:purple", label="per-shape table so far")

@@ -71,9 +71,19 @@ def shape_key(shape: dict[str, int], dtype: str) -> ShapeKey:
     return json.dumps(shape, sort_keys=True), dtype
 
 
-def _geomean(values: Iterable[float]) -> float:
+def shape_label(shape: dict[str, int]) -> str:
+    """A shape in words: 'M=8192 N=32768'."""
+    return " ".join(f"{k}={v}" for k, v in shape.items())
+
+
+def geomean(values: Iterable[float]) -> float:
     values = list(values)
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def table_wins(table_us: float, single_us: float, threshold: float = THRESHOLD) -> bool:
+    """Whether a per-bucket table at ``table_us`` beats one config at ``single_us`` by enough to ship."""
+    return single_us / table_us - 1 > threshold
 
 
 def _times(c: TimedCandidate) -> dict[ShapeKey, float]:
@@ -94,7 +104,7 @@ def choose_dispatch(
     keys = sorted({k for _, t in timed for k in t})
     eligible = sorted(
         [(c, t) for c, t in timed if all(k in t for k in keys)],
-        key=lambda ct: (_geomean(ct[1].values()), ct[0].identity),
+        key=lambda ct: (geomean(ct[1].values()), ct[0].identity),
     )
     if not eligible:
         raise ValueError("no candidate has timings at every shape")
@@ -119,7 +129,7 @@ def choose_dispatch(
         groups.setdefault((bucket, dtype), []).append(key)
     table, table_times = [], []
     for (bucket, dtype), members in groups.items():
-        best_c, best_t = min(eligible, key=lambda ct: (_geomean(ct[1][k] for k in members), ct[0].identity))
+        best_c, best_t = min(eligible, key=lambda ct: (geomean(ct[1][k] for k in members), ct[0].identity))
         table_times += [best_t[k] for k in members]
         table.append(
             Bucket(
@@ -127,15 +137,15 @@ def choose_dispatch(
                 dtype=dtype,
                 shapes=[json.loads(k[0]) for k in members],
                 choice=_choice(best_c, [best_t[k] for k in members]),
-                single_us=_geomean(single_t[k] for k in members),
+                single_us=geomean(single_t[k] for k in members),
             )
         )
     table.sort(key=lambda b: (b.dtype, [b.key[d] for d in bucket_dims]))
-    table_us = _geomean(table_times)
+    table_us = geomean(table_times)
     single = _choice(single_c, list(single_t.values()))
     gain = single.geomean_us / table_us - 1
     distinct = len({b.choice.identity for b in table})
-    wins = gain > threshold and distinct > 1
+    wins = table_wins(table_us, single.geomean_us, threshold) and distinct > 1
     interpreted = any(c.interpreted for c, _ in eligible)
     message = (
         f"per-bucket table over {', '.join(bucket_dims) or 'no dim'} ({len(table)} buckets, "
@@ -159,7 +169,7 @@ def choose_dispatch(
 
 
 def _choice(c: TimedCandidate, times: list[float]) -> Choice:
-    return Choice(identity=c.identity, module=c.module, config=c.config, geomean_us=_geomean(times))
+    return Choice(identity=c.identity, module=c.module, config=c.config, geomean_us=geomean(times))
 
 
 def bucket_ranges(report: DispatchReport) -> list[str]:
@@ -196,7 +206,7 @@ def render_markdown(report: DispatchReport) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for b, where in zip(report.table, bucket_ranges(report), strict=True):
-        shapes = "; ".join(" ".join(f"{k}={v}" for k, v in s.items()) for s in b.shapes)
+        shapes = "; ".join(shape_label(s) for s in b.shapes)
         lines.append(
             f"| {where} | {b.dtype} | {shapes} | {b.choice.module} | `{json.dumps(b.choice.config)}` | "
             f"{b.choice.geomean_us:.2f} | {b.single_us:.2f} |"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import math
 import re
 import sys
 import textwrap
@@ -34,6 +33,7 @@ from tools.dispatch import (
     DispatchReport,
     TimedCandidate,
     choose_dispatch,
+    geomean,
     load_run,
     run_best_identity,
 )
@@ -378,9 +378,9 @@ def _describe(c: TimedCandidate, device: str) -> str:
     times = [r.median_us for r in c.per_shape if r.median_us > 0]
     if not times:
         return f"no timings on {device}"
-    geomean = math.exp(sum(math.log(t) for t in times) / len(times))
+    mean = geomean(times)
     claim = " (interpreter wall time: a ranking, not a speed claim)" if c.interpreted else ""
-    return f"{geomean:.2f} us geomean over {len(times)} shapes on {device}{claim}"
+    return f"{mean:.2f} us geomean over {len(times)} shapes on {device}{claim}"
 
 
 def build_export(

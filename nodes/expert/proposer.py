@@ -27,11 +27,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from graph.routing import fastest_at_each_shape
 from memory.cases.model import source_digest
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from nodes.roles import AgentContext, Proposal
 from tools.candidate import candidate_identity
+from tools.dispatch import shape_label
 from tools.task import config_problems, meets_min_dims
 
 # (role, step) -> (score, why, expected effect), per bottleneck.
@@ -403,17 +405,11 @@ def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
     bfloat16', most useful first: the shapes a roofline target is judged at, lowest roofline % first,
     then the others in an order that rotates with the round (attempts of modules outside the space
     cannot be mutated and are left out)."""
-    best: dict[str, tuple[float, dict[str, Any], dict[str, Any]]] = {}
-    for h in ctx.history:
-        if h.get("verdict") != "pass" or h.get("module") not in ctx.search_spaces:
-            continue
-        for row in h.get("per_shape") or []:
-            us = row.get("median_us")
-            if not us:
-                continue
-            label = " ".join(f"{k}={v}" for k, v in row["shape"].items()) + f" {row.get('dtype')}"
-            if label not in best or us < best[label][0]:
-                best[label] = (us, h, row)
+    mutable = (h for h in ctx.history if h.get("verdict") == "pass" and h.get("module") in ctx.search_spaces)
+    best = {
+        f"{shape_label(row['shape'])} {dtype}": (us, h, row)
+        for (_, dtype), (us, h, row) in fastest_at_each_shape(mutable).items()
+    }
     targeted = bool(ctx.target.get("roofline_pct"))
     min_dims = ctx.target.get("min_dims")
     judged = [
