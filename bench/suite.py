@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.plot import METHODS, plot_roofline  # noqa: E402
+from tools.dispatch import geomean_or_none  # noqa: E402
 
 TASKS = ("add_rmsnorm", "softmax", "gqa_decode")
 
@@ -75,14 +75,10 @@ def _us(row: dict, method: str) -> float | None:
     return (row["methods"].get(method) or {}).get("median_us")
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def speedup(rows: list[dict], method: str) -> float | None:
     """Geomean over rows of method time / our best's time (rows where both were timed)."""
     ratios = [_us(r, method) / _us(r, "best") for r in rows if _us(r, method) and _us(r, "best")]
-    return _geomean(ratios)
+    return geomean_or_none(ratios)
 
 
 def check_acceptance(name: str, task: dict[str, Any]) -> list[dict[str, Any]]:

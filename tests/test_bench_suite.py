@@ -96,6 +96,7 @@ def test_the_markdown_table_has_every_method_errors_and_the_verdicts():
         < 1
         < speedup(report["tasks"]["gqa_decode"]["rows"], "compile")
     )
+    assert speedup([], "sdpa") is None  # no row timed by both
 
 
 def test_outputs_and_the_roofline_plot_are_written_from_the_json(tmp_path):

@@ -109,3 +109,19 @@ def test_the_cli_reads_a_run_folder(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["table_wins"] and report["candidates"] == 3
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_one_geomean_with_none_for_no_values():
+    """tools.dispatch.geomean is the one definition; geomean_or_none adds None for no values, which the
+    evaluator (no timed shape), the watchdog (no shape in common) and the suite (no row timed by both)
+    need. None of them keeps its own copy."""
+    import bench.suite
+    import tools.evaluate
+    import tools.watchdog
+    from tools.dispatch import geomean, geomean_or_none
+
+    assert geomean_or_none([]) is None and geomean_or_none(iter(())) is None
+    assert geomean_or_none([2.0, 8.0]) == geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean_or_none(v for v in (1.0, 9.0)) == pytest.approx(3.0)
+    for module in (tools.evaluate, tools.watchdog, bench.suite):
+        assert not hasattr(module, "_geomean"), module.__name__

@@ -6,7 +6,9 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 - a round without improvement doubles the share of random restarts;
 - compile failures are never proposed again nor mutated;
 - variants are one more dimension: an optimum that lives in a variant is found within the budget;
-- the first round tries every variant, however small its space beside the others;
+- the first round tries every variant, however small its space beside the others, and values to avoid
+  (failed twice, never passed) do not cost a variant its draw while one of its configs is allowed;
+- memory_bound at the roofline stops the search, judged at the shapes the target judges (min_dims);
 - a config that is slow in geomean but the fastest at one shape is searched around too, the shapes the
   roofline target is judged at first, lowest roofline first.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from graph.settings import default_settings
 from nodes.expert import ExpertProposer
-from nodes.roles import AgentContext
+from nodes.roles import AgentContext, Diagnosis
 from tools.candidate import candidate_identity
 
 LIMITS = default_settings()["device_limits"]
@@ -47,10 +49,12 @@ def settings(**changes: Any) -> dict[str, Any]:
     return {**default_settings()["search"], **changes}
 
 
-def record(n: int, rnd: int, module: str, config: dict, us: float | None, origin: str = "expert") -> dict:
+def record(
+    n: int, rnd: int, module: str, config: dict, us: float | None, origin: str = "expert", sources=SOURCES
+) -> dict:
     return {
         "n": n, "round": rnd, "module": module, "config": config, "origin": origin,
-        "identity": candidate_identity(SOURCES[module], config), "verdict": "pass" if us else "fail",
+        "identity": candidate_identity(sources[module], config), "verdict": "pass" if us else "fail",
         "geomean_us": us, "error_type": None if us else "compile_error",
     }  # fmt: skip
 
@@ -153,6 +157,61 @@ def test_the_first_round_tries_every_variant_however_small_its_space():
     for seed in range(5):
         ctx = context(history, 1, seed, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
         assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2, seed
+
+
+def test_values_to_avoid_do_not_cost_a_variant_its_draw():
+    """prefetch.py failed twice with num_warps 8 and 16 and with PROGRAMS 66 and 132 (none of them ever
+    passed): of its 5 configs not yet tried, only (4, 264) uses no value to avoid. The draw that gives
+    each variant its point must pick that one, not a config the filter then throws away."""
+    small = {"num_warps": [4, 8, 16], "PROGRAMS": [66, 132, 264]}
+    spaces = {**SPACES, "prefetch.py": small}
+    sources = {**SOURCES, "prefetch.py": "# prefetch kernel\n"}
+    history = [record(0, 0, *START, bowl(*START), origin="baseline")]
+    for warps in (8, 16):
+        for programs in (66, 132):
+            config = {"num_warps": warps, "PROGRAMS": programs}
+            history.append(record(len(history), 1, "prefetch.py", config, None, sources=sources))
+    allowed = {"num_warps": 4, "PROGRAMS": 264}
+    for seed in range(5):
+        ctx = context(history, 1, seed, n=3, spaces=spaces).model_copy(update={"module_sources": sources})
+        props = ExpertProposer(settings()).propose(ctx)
+        assert len(props) == 3
+        assert {p.module for p in props} == set(spaces), (seed, [(p.module, p.config) for p in props])
+        assert [p.config for p in props if p.module == "prefetch.py"] == [allowed], seed
+        again = ExpertProposer(settings()).propose(ctx)
+        assert [p.model_dump() for p in again] == [p.model_dump() for p in props]  # deterministic
+
+
+def test_memory_bound_at_the_roofline_stops_where_the_target_is_judged():
+    """The M=1 shape sits at 5% of the roofline (a latency floor); the target judges M >= 4096 only, and
+    there the best is at 95%: nothing left to gain from tuning. Without min_dims the M=1 shape counts."""
+    per_shape = [
+        {"shape": {"M": 1}, "dtype": "bfloat16", "median_us": 3.0, "roofline_pct": 5.0},
+        {"shape": {"M": 4096}, "dtype": "bfloat16", "median_us": 90.0, "roofline_pct": 95.0},
+        {"shape": {"M": 8192}, "dtype": "bfloat16", "median_us": 180.0, "roofline_pct": 96.0},
+    ]
+    best = record(1, 1, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 30.0) | {
+        "per_shape": per_shape
+    }
+    history = [record(0, 0, *START, 60.0, origin="baseline"), best]
+    diagnosis = Diagnosis(bottleneck="memory_bound", confidence=0.9)
+
+    def propose(target: dict) -> tuple[ExpertProposer, list]:
+        ctx = context(history, 2, seed=0).model_copy(
+            update={"best": best, "diagnosis": diagnosis, "target": target}
+        )
+        proposer = ExpertProposer(settings())
+        return proposer, proposer.propose(ctx)
+
+    proposer, props = propose({"roofline_pct": 90, "min_dims": {"M": 4096}})
+    assert props == [] and proposer.converged, proposer.last_reason
+    assert "95%" in proposer.last_reason and "M >= 4096" in proposer.last_reason
+    for target in ({"roofline_pct": 90}, {}):  # every shape judged: M=1 at 5% leaves work
+        proposer, props = propose(target)
+        assert props and not proposer.converged, target
+    # Judged shapes below the threshold keep the search going.
+    proposer, props = propose({"roofline_pct": 90, "min_dims": {"M": 1}})
+    assert props and not proposer.converged
 
 
 def test_a_config_fastest_at_one_shape_is_searched_around_even_when_slow_overall():

@@ -81,6 +81,12 @@ def geomean(values: Iterable[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def geomean_or_none(values: Iterable[float]) -> float | None:
+    """``geomean``, or None when there are no values (nothing timed, no shape in common)."""
+    values = list(values)
+    return geomean(values) if values else None
+
+
 def table_wins(table_us: float, single_us: float, threshold: float = THRESHOLD) -> bool:
     """Whether a per-bucket table at ``table_us`` beats one config at ``single_us`` by enough to ship."""
     return single_us / table_us - 1 > threshold

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import signal
@@ -30,7 +29,8 @@ from typing import Any
 
 from tools import sandbox
 from tools.candidate import Candidate, candidate_identity
-from tools.results import EvalResult, merge_launch_resources
+from tools.dispatch import geomean_or_none
+from tools.results import EvalResult, ShapeTiming, merge_launch_resources
 from tools.static_check import check_source
 from tools.task import Task, TaskError, evaluator_overrides, load_task
 from tools.timing import TimingSettings
@@ -434,7 +434,7 @@ class Evaluator:
             result.identity = cand.identity
             if result.passed:
                 result.metrics = result.metrics.model_validate(entry["metrics"])
-                result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+                result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
                 result = self._judge_timing(result, None)
             results.append(result)
         return results
@@ -450,7 +450,7 @@ class Evaluator:
             return result
         if timed is None:  # CPU: interpreted timings only
             result.stage = "done"
-            result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+            result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
             return result
         if timed.get("verdict") != "pass":
             merged = EvalResult.model_validate(
@@ -466,7 +466,7 @@ class Evaluator:
                 values = [k[key] for k in kernels if k.get(key) is not None]
                 if values:
                     result.resources[key] = max(values)
-        result.metrics.geomean_us = _geomean([r.median_us for r in result.metrics.per_shape])
+        result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
         return self._judge_timing(result, baseline)
 
     def _judge_timing(self, result: EvalResult, baseline: EvalResult | None) -> EvalResult:
@@ -540,9 +540,9 @@ def _reject(result: EvalResult, stage: str, error_type: str, message: str) -> Ev
     return result
 
 
-def _geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+def _geomean_us(per_shape: list[ShapeTiming]) -> float | None:
+    """The geomean of the shapes' median times (those timed, > 0); None when no shape was timed."""
+    return geomean_or_none(r.median_us for r in per_shape if r.median_us and r.median_us > 0)
 
 
 def _default_parallel(device: str) -> int:

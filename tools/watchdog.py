@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tools.dispatch import geomean_or_none
 from tools.results import EvalResult, ShapeTiming
 
 if TYPE_CHECKING:
@@ -74,11 +75,6 @@ def _key(row: ShapeTiming) -> tuple[str, str]:
 
 def _as_result(value: EvalResult | dict) -> EvalResult:
     return value if isinstance(value, EvalResult) else EvalResult.model_validate(value)
-
-
-def _geomean(values: Iterable[float]) -> float | None:
-    values = [v for v in values if v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def check_regression(
@@ -138,7 +134,7 @@ def check_regression(
     ]
     slower = [c for c in changes if min(c.ratio, c.min_ratio) > 1 + max_regression]
     regressions = sorted(slower, key=lambda c: -c.ratio)
-    geomean_ratio = _geomean(c.ratio for c in changes)
+    geomean_ratio = geomean_or_none(c.ratio for c in changes if c.ratio > 0)
     if regressions:
         worst = regressions[0]
         reason = (

@@ -8,8 +8,8 @@
   restarts, more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
-- memory_bound with every shape near the roofline: nothing left to gain, say so and stop; likewise
-  when every config of the space has been evaluated.
+- memory_bound with every shape the roofline target judges (target.min_dims) near the roofline: nothing
+  left to gain, say so and stop; likewise when every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 - Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from graph.routing import fastest_at_each_shape
+from graph.routing import fastest_at_each_shape, judged_at, judged_roofline
 from memory.cases.model import source_digest
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
@@ -117,10 +117,14 @@ class ExpertProposer:
             key = point_key(module, config)
             return evaluated(module, config) or key in in_batch or key in failed_before
 
+        def ruled_out(module: str, config: dict[str, Any]) -> bool:
+            # Inside the draw, so a variant's first point is one of its allowed configs when it has any.
+            return seen(module, config) or _uses_avoided(module, config, avoid)
+
         exploring = ctx.round <= self.search["explore_rounds"] or not self._parents(ctx)
         if exploring and ctx.mode != "reflect":
-            for module, config in random_points(rng, ctx.search_spaces, modules, n * 3, seen):
-                if len(picks) < n and not _uses_avoided(module, config, avoid):
+            for module, config in random_points(rng, ctx.search_spaces, modules, n * 3, ruled_out):
+                if len(picks) < n:
                     picks.append(_random_proposal(module, config, ctx, "random exploration"))
         else:
             restarts = 0 if ctx.mode == "reflect" else math.floor(n * self._restart_fraction(ctx))
@@ -128,12 +132,12 @@ class ExpertProposer:
             taken = {point_key(p.module, p.config) for p in picks}
 
             def excluded(module: str, config: dict[str, Any]) -> bool:
-                return seen(module, config) or point_key(module, config) in taken
+                return ruled_out(module, config) or point_key(module, config) in taken
 
             for module, config in random_points(
                 rng, ctx.search_spaces, modules, (n - len(picks)) * 3, excluded
             ):
-                if len(picks) < n and not _uses_avoided(module, config, avoid):
+                if len(picks) < n:
                     picks.append(_random_proposal(module, config, ctx, "random restart"))
         if ctx.mode == "fix" and ctx.last_failure:
             failed = ctx.last_failure
@@ -247,16 +251,18 @@ class ExpertProposer:
         return picks
 
     def _near_roofline(self, ctx: AgentContext) -> str:
+        """Why to stop: memory_bound and every shape the roofline target judges (target.min_dims, as
+        routing's target_met reads it; every shape without it) near the roofline."""
         if not ctx.diagnosis or ctx.diagnosis.bottleneck != "memory_bound":
             return ""
-        rows = [r for r in (ctx.best or {}).get("per_shape") or [] if r.get("roofline_pct") is not None]
-        if not rows:
+        min_dims = ctx.target.get("min_dims")
+        lowest = judged_roofline((ctx.best or {}).get("per_shape") or [], min_dims)
+        if lowest is None:
             return ""
-        lowest = min(r["roofline_pct"] for r in rows)
         if lowest >= self.search["near_roofline_pct"]:
             return (
-                f"memory_bound and every shape at >= {lowest:.0f}% of the roofline "
-                f"(threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
+                f"memory_bound and every judged shape ({judged_at(min_dims)}) at >= {lowest:.0f}% of the "
+                f"roofline (threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
             )
         return ""
 
