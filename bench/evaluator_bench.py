@@ -147,7 +147,7 @@ def markdown(report: dict) -> str:
         f"- date: {report['date']}",
         f"- GPU: {report['gpu']}; torch {report['torch']}; triton {report['triton']}",
         f"- copy bandwidth measured in this run: {report['copy_gbps']:.0f} GB/s (bytes read + written)",
-        "- times: one launch() captured in a CUDA graph, its replay timed by do_bench (L2 flushed before each replay); median of 3 medians",
+        "- times: one launch() captured in a CUDA graph, its replay timed by tools.timing.bench_ms (a clean L2 flush before each replay); median of 3 medians",
         "",
     ]
     for name, t in report["tasks"].items():
@@ -176,7 +176,7 @@ def markdown(report: dict) -> str:
             "## Throughput",
             "",
             "The same add_rmsnorm configs through static → compile → correctness → timing, once per setting "
-            "(check workers in parallel / do_bench warmup ms / rep ms). Stage seconds are per candidate, "
+            "(check workers in parallel / timing warmup ms / rep ms). Stage seconds are per candidate, "
             "inside its worker (mean).",
             "",
             "| setting | candidates | wall s | per minute | verdicts | check phase s | timing phase s "

@@ -122,7 +122,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Benchmark suite",
         "",
-        "Times: one call captured in a CUDA graph, its replay timed by do_bench with the L2 flushed, median "
+        "Times: one call captured in a CUDA graph, its replay timed by CUDA events after a clean L2 flush "
+        "(a 256 MB read, tools.timing.bench_ms), median "
         "of 3 medians, every method in the same process as its copy-bandwidth measurement. Every output "
         "was checked against the task's reference before it was timed. `% copy` = achieved GB/s (bytes "
         "read + written, inputs and outputs once) / the copy bandwidth (a 1 GiB device copy). `same-size "

@@ -273,7 +273,12 @@ def tamper_snapshot() -> dict[str, Any]:
     id() can be reused by a replacement once the original is gone)."""
     import triton.testing
 
+    from tools import timing
+
     watched: dict[str, Any] = {
+        "tools.timing.bench_ms": timing.bench_ms,
+        "tools.timing.flush_l2": timing.flush_l2,
+        "torch.sum": torch.sum,
         "triton.testing.do_bench": triton.testing.do_bench,
         "triton.testing.do_bench_cudagraph": triton.testing.do_bench_cudagraph,
         "time.perf_counter": time.perf_counter,

@@ -38,7 +38,8 @@ class ShapeTiming(BaseModel):
     gbps: float | None = None
     roofline_pct: float | None = None
     tflops: float | None = None
-    method: Literal["do_bench", "cuda_graph", "interpreter"] = "do_bench"
+    # "do_bench": records written before timing moved to tools.timing.bench_ms (same meaning as "direct")
+    method: Literal["direct", "cuda_graph", "interpreter", "do_bench"] = "direct"
 
 
 class Metrics(BaseModel):

@@ -1,5 +1,6 @@
-"""Timing on the GPU: do_bench medians with an L2 flush, CUDA-graph replay for tiny kernels, and the
-device's copy bandwidth measured in the same process (the roofline every kernel is scored against)."""
+"""Timing on the GPU: medians of event-timed runs, each after a clean L2 flush, CUDA-graph replay for
+tiny kernels, and the device's copy bandwidth measured in the same process (the roofline every kernel
+is scored against)."""
 
 from __future__ import annotations
 
@@ -29,21 +30,70 @@ class Timed:
     method: str
 
 
+L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200
+
+_FLUSH: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def flush_l2() -> None:
+    """Evict the L2 by reading 256 MB, so the next kernel finds none of its data there and no dirty line.
+
+    Triton's do_bench flushes by zeroing 256 MB instead. That leaves the L2 full of dirty lines, and the
+    kernel timed next pays for writing them back: on the H200 a read-only decode kernel of 268 MB took
+    75.1 us after that flush, 65.7 us after this one, and Nsight Compute (which flushes and invalidates
+    cleanly) measured 64.7 us (bench/results/probe_h200/gqa_parts/). As under Nsight Compute, a kernel's
+    own writes still in the L2 when it ends are written back during the next flush, not timed."""
+    device = torch.cuda.current_device()
+    if device not in _FLUSH:
+        # Ones, not empty memory: the reduction must read real values (never NaN payloads).
+        _FLUSH[device] = (
+            torch.ones(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda"),
+            torch.empty((), dtype=torch.float32, device="cuda"),
+        )
+    buffer, sink = _FLUSH[device]
+    torch.sum(buffer, dim=0, out=sink)
+
+
+def bench_ms(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
+    """Median milliseconds of ``fn``, each run after ``flush_l2`` and timed by CUDA events.
+
+    do_bench's schedule: five flushed runs estimate the time, then about ``warmup_ms`` of warm-up runs
+    and ``rep_ms`` of timed runs."""
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush_l2()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
+    n_warmup = max(1, int(warmup_ms / estimate_ms))
+    n_repeat = max(1, int(rep_ms / estimate_ms))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_repeat):
+        flush_l2()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+
+
 def time_fn(fn: Callable[[], object], settings: TimingSettings) -> Timed:
-    """Median of ``repeats`` do_bench medians, L2 flushed before every rep.
+    """Median of ``repeats`` ``bench_ms`` medians (L2 flushed before every run).
 
     ``fn`` is captured once into a CUDA graph and its replay is timed, so the number is GPU time
     without Python launch overhead, for candidates and torch alike; where capture is impossible,
     ``fn`` is timed directly. ``spread`` = median / min over the repeats."""
-    import triton.testing
-
     target, method = _captured(fn)
     samples = []
     for _ in range(max(settings.repeats, 3)):
-        ms = triton.testing.do_bench(
-            target, warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median"
-        )
-        samples.append(ms * 1000.0)
+        samples.append(bench_ms(target, settings.warmup_ms, settings.rep_ms) * 1000.0)
     median = statistics.median(samples)
     low = min(samples)
     return Timed(
@@ -64,7 +114,7 @@ def _captured(fn: Callable[[], object]) -> tuple[Callable[[], object], str]:
             fn()
     except Exception:
         torch.cuda.synchronize()
-        return fn, "do_bench"
+        return fn, "direct"
     torch.cuda.synchronize()
     return graph.replay, "cuda_graph"
 
@@ -74,14 +124,12 @@ _COPY_GBPS: dict[int, float] = {}
 
 def copy_bandwidth_gbps(settings: TimingSettings) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), measured once per process."""
-    import triton.testing
-
     device = torch.cuda.current_device()
     if device not in _COPY_GBPS:
         n = settings.copy_bytes // 2
         src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
-        ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
+        ms = bench_ms(lambda: dst.copy_(src), warmup_ms=25, rep_ms=100)
         _COPY_GBPS[device] = 2 * n / (ms * 1e-3) / 1e9
         del src, dst
         torch.cuda.empty_cache()
@@ -92,18 +140,13 @@ def copy_time_us(moved_bytes: int, settings: TimingSettings) -> float:
     """Median time of a device copy moving ``moved_bytes`` (half read, half written), L2 flushed.
 
     The ceiling of a memory-bound op of the same size: a short op pays the ramp-up and tail that a 1 GiB
-    copy hides. Timed as a kernel launch by do_bench, not in a CUDA graph: captured, a copy becomes a
-    memcpy node that runs on the copy engines, measured here at about 2.7 TB/s against 4.2 TB/s."""
-    import triton.testing
-
+    copy hides. Timed as a kernel launch, not in a CUDA graph: captured, a copy becomes a memcpy node
+    that runs on the copy engines, measured here at about 2.7 TB/s against 4.2 TB/s."""
     src = torch.randint(0, 255, (max(1, moved_bytes // 2),), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     copy = dst.copy_
     samples = [
-        1000.0
-        * triton.testing.do_bench(
-            lambda: copy(src), warmup=settings.warmup_ms, rep=settings.rep_ms, return_mode="median"
-        )
+        1000.0 * bench_ms(lambda: copy(src), settings.warmup_ms, settings.rep_ms)
         for _ in range(max(settings.repeats, 3))
     ]
     return statistics.median(samples)

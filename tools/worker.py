@@ -635,9 +635,7 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
     Per shape every candidate is captured once, then the repeats alternate between them (the order
     reversed every other repeat), so clock and thermal drift fall on all alike. Each entry of
     ``results`` has the fields of a timing job's result; a candidate that fails fails alone."""
-    import triton.testing
-
-    from tools.timing import _captured
+    from tools.timing import _captured, bench_ms
 
     entries = job["candidates"]
     results: list[dict[str, Any]] = [{} for _ in entries]
@@ -689,12 +687,7 @@ def run_compare(job: dict, settings: TimingSettings, snapshot: dict) -> dict:
                     if i not in loaded:
                         continue
                     try:
-                        ms = triton.testing.do_bench(
-                            targets[i][0],
-                            warmup=settings.warmup_ms,
-                            rep=settings.rep_ms,
-                            return_mode="median",
-                        )
+                        ms = bench_ms(targets[i][0], settings.warmup_ms, settings.rep_ms)
                     except Exception as exc:
                         fail(i, exc)
                         continue
