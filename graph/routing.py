@@ -171,7 +171,25 @@ def budget_spent(state: dict[str, Any]) -> str | None:
         return f"{evaluated} of {budget['candidates']} candidates evaluated"
     if minutes >= budget["minutes"]:
         return f"{minutes:.1f} of {budget['minutes']} minutes spent"
+    # The minutes are a promise: a round is not started when rounds so far say it would end past them.
+    per_round = mean_round_s(state)
+    if per_round and minutes + per_round / 60 > budget["minutes"]:
+        return (
+            f"{minutes:.1f} of {budget['minutes']} minutes spent; a round takes {per_round / 60:.1f} "
+            "minutes, so another would end past the budget"
+        )
     return None
+
+
+def mean_round_s(state: dict[str, Any]) -> float | None:
+    """Mean active seconds per evaluated round, from the progress entries' ``active_s`` (the run's active
+    seconds when that round ended; the setup entry's when the baseline was timed). None before the
+    first round, or for progress written without it."""
+    stamps = [p["active_s"] for p in state.get("progress", []) if p.get("active_s") is not None]
+    rounds = [p for p in state.get("progress", []) if p.get("round", 0) > 0]
+    if len(stamps) < 2 or len(stamps) != len(state.get("progress", [])) or not rounds:
+        return None
+    return (stamps[-1] - stamps[0]) / len(rounds)
 
 
 def finish(state: dict[str, Any], target: dict[str, Any]) -> dict[str, str] | None:

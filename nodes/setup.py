@@ -76,6 +76,7 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
             "device": device,
         }
     )
+    elapsed = time.monotonic() - started
     return {
         "task": str(Path(state["task"]).resolve()),
         "task_name": task.name,
@@ -102,6 +103,7 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
                 "table_us": record["geomean_us"],
                 "evaluated": 1,
                 "passed": 1,
+                "active_s": round(elapsed, 1),
             }
         ],
         "streaks": fresh_streaks(),
@@ -118,7 +120,7 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
         "retrieved_cases": [],
         "memory": memory,
         "profiler": {},
-        "active_s": time.monotonic() - started,
+        "active_s": elapsed,
     }
 
 

@@ -125,6 +125,22 @@ def test_budget_spent_goes_to_report(extra, why):
     assert finish(s, {})["status"] == "budget_exhausted"
 
 
+def test_a_round_that_would_end_past_the_minutes_is_not_started():
+    # Setup took 60 s, then four rounds of 100 s: 7.7 of 8 minutes spent, another round would end at 9.3.
+    progress = [{"round": r, "active_s": 60.0 + 100.0 * r} for r in range(5)]
+    s = state_after([[attempt()]] * 4, [True] * 4, progress=progress, active_s=460.0)
+    s["settings"]["budget"]["minutes"] = 8
+    d = after_evaluate(s, {})
+    assert d["to"] == "report" and "another would end past the budget" in d["reason"]
+    assert "a round takes 1.7 minutes" in d["reason"]
+    s["settings"]["budget"]["minutes"] = 9.5  # room for one more round: the search goes on
+    assert route(s)[0] == "diagnose"
+    # Progress written before rounds carried their time (a resumed old run): minutes alone decide.
+    s["settings"]["budget"]["minutes"] = 8
+    old = [{k: v for k, v in p.items() if k != "active_s"} for p in progress]
+    assert route({**s, "progress": old})[0] == "diagnose"
+
+
 def test_target_met_goes_to_report_but_never_on_interpreted_timings():
     best = {"geomean_us": 50.0, "interpreted": False, "origin": "expert",
             "per_shape": [{"shape": {"M": 4096}, "roofline_pct": 93.0}, {"shape": {"M": 1}, "roofline_pct": 20.0}]}  # fmt: skip
