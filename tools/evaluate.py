@@ -45,7 +45,10 @@ class EvalSettings:
     check_timeout_s: float = 240.0
     timing_timeout_s: float = 300.0
     parallel: int | None = None
-    suspicious_roofline_pct: float = 110.0
+    # The roofline is the copy bandwidth, which counts each byte read and written; a read-only kernel
+    # streams faster than a copy (gqa_decode's split kernel: 4.61 TB/s of reads at the margin, 109% of
+    # the H200's 4.22 TB/s copy). Its HBM peak, 4.8 TB/s, is 114% of that copy: beyond 115% is not physics.
+    suspicious_roofline_pct: float = 115.0
     suspicious_speedup: float = 10.0
     workdir: str | None = None
     timing: TimingSettings = field(default_factory=TimingSettings)
