@@ -161,7 +161,9 @@ def judged_at(min_dims: dict[str, int] | None) -> str:
     return ", ".join(f"{dim} >= {size}" for dim, size in min_dims.items()) if min_dims else "all shapes"
 
 
-def budget_spent(state: dict[str, Any]) -> str | None:
+def budget_spent(state: dict[str, Any], project: bool = True) -> str | None:
+    """Why the budget is spent, or None. With ``project``, also when another round would end past the
+    minutes (the mean round so far); without, only the hard limits."""
     budget = state["settings"]["budget"]
     evaluated = sum(1 for a in state.get("attempts", []) if a.get("round", 0) > 0)
     minutes = state.get("active_s", 0.0) / 60
@@ -172,7 +174,7 @@ def budget_spent(state: dict[str, Any]) -> str | None:
     if minutes >= budget["minutes"]:
         return f"{minutes:.1f} of {budget['minutes']} minutes spent"
     # The minutes are a promise: a round is not started when rounds so far say it would end past them.
-    per_round = mean_round_s(state)
+    per_round = mean_round_s(state) if project else None
     if per_round and minutes + per_round / 60 > budget["minutes"]:
         return (
             f"{minutes:.1f} of {budget['minutes']} minutes spent; a round takes {per_round / 60:.1f} "
@@ -182,24 +184,25 @@ def budget_spent(state: dict[str, Any]) -> str | None:
 
 
 def mean_round_s(state: dict[str, Any]) -> float | None:
-    """Mean active seconds per evaluated round, from the progress entries' ``active_s`` (the run's active
-    seconds when that round ended; the setup entry's when the baseline was timed). None before the
-    first round, or for progress written without it."""
-    stamps = [p["active_s"] for p in state.get("progress", []) if p.get("active_s") is not None]
-    rounds = [p for p in state.get("progress", []) if p.get("round", 0) > 0]
-    if len(stamps) < 2 or len(stamps) != len(state.get("progress", [])) or not rounds:
+    """Mean active seconds per evaluated round: the run's active seconds since the baseline was timed
+    (the setup progress entry's ``active_s``) over the rounds done. None before the first round, or for
+    a run whose setup entry predates ``active_s``."""
+    progress = state.get("progress") or [{}]
+    setup_s = progress[0].get("active_s") if progress[0].get("round") == 0 else None
+    rounds = state.get("rounds_done", 0)
+    if setup_s is None or rounds < 1:
         return None
-    return (stamps[-1] - stamps[0]) / len(rounds)
+    return max(state.get("active_s", 0.0) - setup_s, 0.0) / rounds
 
 
-def finish(state: dict[str, Any], target: dict[str, Any]) -> dict[str, str] | None:
+def finish(state: dict[str, Any], target: dict[str, Any], project: bool = True) -> dict[str, str] | None:
     """{status, reason} when the run should end now, else None."""
     if state.get("stop"):
         return state["stop"]
     reason = target_met(state, target)
     if reason:
         return {"status": "target_met", "reason": reason}
-    reason = budget_spent(state)
+    reason = budget_spent(state, project)
     if reason:
         return {"status": "budget_exhausted", "reason": reason}
     return None
@@ -222,7 +225,7 @@ def held_for_review(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 # -- decisions -----------------------------------------------------------------------------------
 def after_evaluate(state: dict[str, Any], target: dict[str, Any]) -> Decision:
-    done = finish(state, target)
+    done = finish(state, target, project=False)
     if done:
         return decision("evaluate", "report", f"{done['status']}: {done['reason']}")
     rules = state["settings"]["routing"]
@@ -231,6 +234,10 @@ def after_evaluate(state: dict[str, Any], target: dict[str, Any]) -> Decision:
         base = state["baseline"]["geomean_us"]
         which = ", ".join(f"#{a['n']} ({base / a['geomean_us']:.1f}x the baseline)" for a in held)
         return decision("evaluate", "human", f"held for review: {which}; approve it after checking it")
+    # A review starts no round, so it comes before the projected end of the minutes.
+    done = finish(state, target)
+    if done:
+        return decision("evaluate", "report", f"{done['status']}: {done['reason']}")
     streaks = state["streaks"]
     last = streaks["last_round"] or {"passed": True}
     same = streaks["same_error"]

@@ -6,7 +6,8 @@ can read and write one file. The key hashes everything that can change a verdict
 - the candidate identity (source + config, ``tools.candidate.candidate_identity``),
 - the task: name, dtypes, shapes, check/CPU shapes, tolerance, constraints, search space and the text
   of the reference/inputs files,
-- the device name, Triton and torch versions and whether the interpreter ran it.
+- the device name, Triton and torch versions and whether the interpreter ran it,
+- how times are taken (``tools.timing.TIMING_METHOD``): a result timed another way is not comparable.
 
 Transient failures (timeout, crash, unstable timing) are not stored: running again may well differ.
 
@@ -93,8 +94,15 @@ def _device_fields(device_info: Any) -> dict[str, Any]:
 
 
 def cache_key(identity: str, task: Any, device_info: Any) -> str:
+    from tools.timing import TIMING_METHOD
+
     _, task_digest = task_fingerprint(task)
-    blob = {"identity": identity, "task": task_digest, "device": _device_fields(device_info)}
+    blob = {
+        "identity": identity,
+        "task": task_digest,
+        "device": _device_fields(device_info),
+        "timing": TIMING_METHOD,
+    }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
 

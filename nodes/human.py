@@ -24,7 +24,7 @@ import yaml
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from graph.routing import decision, fresh_streaks, held_for_review
+from graph.routing import decision, finish, fresh_streaks, held_for_review
 from nodes.audit import audit
 from nodes.propose import review_record
 from nodes.records import approved_record, load_result, save_result
@@ -240,6 +240,12 @@ def human(
             payload = {**payload, "error": str(exc)}
     started = time.monotonic()
     update, goto = apply_answer(parsed, state, task)
+    if goto == "diagnose":
+        # An answer that resumes the search still keeps the budget: a held candidate's review can come
+        # when the minutes left are too few for another round.
+        done = finish({**state, **update}, task.spec.target.model_dump())
+        if done:
+            update["stop"], goto = done, "report"
     audit(
         state["run_dir"],
         "human",

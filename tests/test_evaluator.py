@@ -197,6 +197,7 @@ def test_speedups_beyond_ten_times_or_the_roofline_are_held_and_say_which():
         assert beyond.error_type == "suspicious_speedup" and beyond.details["held"] == "roofline"
         # A read-only kernel streams faster than a copy (which writes what it reads), up to the HBM peak.
         assert evaluator._judge_timing(timed(20.0, 112.0), baseline).stage == "done"
+        assert evaluator._judge_timing(timed(20.0, 116.0), baseline).details["held"] == "roofline"
 
 
 def test_a_task_with_a_naive_baseline_raises_the_hold_threshold_but_never_the_roofline(tmp_path):

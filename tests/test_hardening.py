@@ -397,3 +397,28 @@ def launch(x, BLOCK=128):
     assert report.launched == ["k_any", "k_even"]
     rebound = source.replace("    return x", "    kernel = print\n    kernel[(1,)](x)\n    return x")
     assert check_source(rebound).error_type == "forbidden_construct"
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["tools.timing.bench_ms", "tools.timing.flush_l2", "torch.sum", "torch.cuda.Event.elapsed_time"],
+)
+def test_a_patched_timing_function_is_reported(monkeypatch, target):
+    """The timing server's tamper check: a candidate that replaced the timing loop, its L2 flush or the
+    reduction the flush runs (a no-op flush would time it from a warm L2) is caught by name."""
+    import importlib
+
+    import tools.guard
+
+    before = tools.guard.tamper_snapshot()
+    owner_path, _, name = target.rpartition(".")
+    if owner_path == "torch.cuda.Event":
+        import torch
+
+        owner = torch.cuda.Event
+    else:
+        owner = importlib.import_module(owner_path)
+    monkeypatch.setattr(owner, name, lambda *a, **k: None)
+    assert tools.guard.tampered(before) == [target]
+    monkeypatch.undo()
+    assert tools.guard.tampered(before) == []

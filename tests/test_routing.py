@@ -126,19 +126,39 @@ def test_budget_spent_goes_to_report(extra, why):
 
 
 def test_a_round_that_would_end_past_the_minutes_is_not_started():
-    # Setup took 60 s, then four rounds of 100 s: 7.7 of 8 minutes spent, another round would end at 9.3.
-    progress = [{"round": r, "active_s": 60.0 + 100.0 * r} for r in range(5)]
+    # As evaluate hands it over after round 4: setup took 60 s, four rounds 400 s (the progress entries
+    # of rounds 1-3 only: this round's is written after routing), 7.7 of 8 minutes spent; another round
+    # would end at 9.3.
+    progress = [{"round": r, "active_s": 60.0 + 100.0 * r} for r in range(4)]
     s = state_after([[attempt()]] * 4, [True] * 4, progress=progress, active_s=460.0)
     s["settings"]["budget"]["minutes"] = 8
     d = after_evaluate(s, {})
     assert d["to"] == "report" and "another would end past the budget" in d["reason"]
     assert "a round takes 1.7 minutes" in d["reason"]
+    assert finish(s, {})["status"] == "budget_exhausted"
+    # After round 1 alone (2.7 minutes spent): its 100 s already say that a second does not fit in 3.5.
+    one = state_after([[attempt()]], [True], progress=progress[:1], active_s=160.0)
+    one["settings"]["budget"]["minutes"] = 3.5
+    assert "another would end past the budget" in after_evaluate(one, {})["reason"]
     s["settings"]["budget"]["minutes"] = 9.5  # room for one more round: the search goes on
     assert route(s)[0] == "diagnose"
-    # Progress written before rounds carried their time (a resumed old run): minutes alone decide.
+    # A run whose setup entry predates active_s (resumed from an old checkpoint): minutes alone decide.
     s["settings"]["budget"]["minutes"] = 8
     old = [{k: v for k, v in p.items() if k != "active_s"} for p in progress]
     assert route({**s, "progress": old})[0] == "diagnose"
+
+
+def test_a_held_candidate_is_shown_before_the_projected_end_of_the_minutes():
+    progress = [{"round": 0, "active_s": 60.0}]
+    held = {"n": 3, "held": "speedup", "geomean_us": 5.0, "round": 1}
+    s = state_after([[attempt()]], [True], progress=progress, active_s=160.0, attempts=[held])
+    s["settings"]["budget"]["minutes"] = 3.5  # 2.7 spent, a round takes 1.7
+    d = after_evaluate(s, {})
+    assert d["to"] == "human" and "held for review" in d["reason"]
+    # Once it has been shown, the projection ends the run.
+    assert route({**s, "held_reviewed": [3]})[0] == "report"
+    # The hard limits still come first: spent minutes end the run with the review undone, as before.
+    assert after_evaluate({**s, "active_s": 150.0 * 60}, {})["to"] == "report"
 
 
 def test_target_met_goes_to_report_but_never_on_interpreted_timings():

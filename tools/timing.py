@@ -30,7 +30,11 @@ class Timed:
     method: str
 
 
-L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200
+# How times are taken; part of the validation cache's key, so results timed another way (before:
+# do_bench's zeroing flush) are never mixed with these.
+TIMING_METHOD = "bench_ms: events, median, 256 MB read flush (at least 4x the L2)"
+
+L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200; 4x the L2 on parts with more
 
 _FLUSH: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -45,9 +49,10 @@ def flush_l2() -> None:
     own writes still in the L2 when it ends are written back during the next flush, not timed."""
     device = torch.cuda.current_device()
     if device not in _FLUSH:
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
         # Ones, not empty memory: the reduction must read real values (never NaN payloads).
         _FLUSH[device] = (
-            torch.ones(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda"),
+            torch.ones(max(L2_FLUSH_BYTES, 4 * l2) // 4, dtype=torch.float32, device="cuda"),
             torch.empty((), dtype=torch.float32, device="cuda"),
         )
     buffer, sink = _FLUSH[device]
@@ -60,6 +65,7 @@ def bench_ms(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float
     do_bench's schedule: five flushed runs estimate the time, then about ``warmup_ms`` of warm-up runs
     and ``rep_ms`` of timed runs."""
     fn()
+    flush_l2()  # allocates the flush buffer on first use, outside the estimate below
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
