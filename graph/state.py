@@ -70,10 +70,10 @@ class RunState(RunInput, total=False):
     rounds_done: int
     """Rounds whose candidates have been evaluated."""
     progress: Annotated[list[dict[str, Any]], operator.add]
-    """One entry per evaluated round: {round, best_us, round_best_us, table_us, evaluated, passed,
-    active_s} (progress.png); table_us: each shape's fastest time so far, as a geomean
-    (graph.routing.table_geomean); active_s: the run's active seconds when the round ended (the minutes
-    budget projects the next round from them, graph.routing.budget_spent)."""
+    """One entry per evaluated round: {round, best_us, round_best_us, table_us, evaluated, passed}
+    (progress.png); table_us: each shape's fastest time so far, as a geomean (graph.routing.table_geomean).
+    The setup entry (round 0) also has active_s, the run's active seconds once the baseline was timed:
+    the minutes budget projects the next round from it (graph.routing.mean_round_s)."""
     streaks: dict[str, Any]
     """Escalation counters (graph/routing.py): compile_failures, same_error {error_type, count},
     failed_validations, no_improvement."""

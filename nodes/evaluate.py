@@ -188,7 +188,6 @@ def evaluate(
         "table_us": table_us,
         "evaluated": len(attempts),
         "passed": len(passing),
-        "active_s": round(after["active_s"], 1),
     }
     write({"event": "round", **progress, "baseline_us": state["baseline"]["geomean_us"]})
     update: dict[str, Any] = {

@@ -126,10 +126,9 @@ def test_budget_spent_goes_to_report(extra, why):
 
 
 def test_a_round_that_would_end_past_the_minutes_is_not_started():
-    # As evaluate hands it over after round 4: setup took 60 s, four rounds 400 s (the progress entries
-    # of rounds 1-3 only: this round's is written after routing), 7.7 of 8 minutes spent; another round
-    # would end at 9.3.
-    progress = [{"round": r, "active_s": 60.0 + 100.0 * r} for r in range(4)]
+    # As evaluate hands it over after round 4: setup took 60 s (the setup progress entry says when it
+    # ended), four rounds 400 s, 7.7 of 8 minutes spent; another round would end at 9.3.
+    progress = [{"round": 0, "active_s": 60.0}] + [{"round": r} for r in range(1, 4)]
     s = state_after([[attempt()]] * 4, [True] * 4, progress=progress, active_s=460.0)
     s["settings"]["budget"]["minutes"] = 8
     d = after_evaluate(s, {})

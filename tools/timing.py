@@ -40,7 +40,8 @@ _FLUSH: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def flush_l2() -> None:
-    """Evict the L2 by reading 256 MB, so the next kernel finds none of its data there and no dirty line.
+    """Evict the L2 by reading 256 MB (4x the L2 where that is more), so the next kernel finds none of its
+    data there and no dirty line.
 
     Triton's do_bench flushes by zeroing 256 MB instead. That leaves the L2 full of dirty lines, and the
     kernel timed next pays for writing them back: on the H200 a read-only decode kernel of 268 MB took
