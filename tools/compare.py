@@ -233,3 +233,73 @@ def changed_inputs(inputs: tuple, saved: tuple) -> list[int]:
         for now, before in zip(inputs, saved, strict=True)
     ]
     return [i for i, changed in enumerate(_read_back(flags)) if changed]
+
+
+def check_described(described: list[dict[str, Any]], expected: tuple) -> Mismatch | None:
+    """``check_structure`` on what a worker reports of its outputs (the judge never holds them as objects):
+    count, tensor type, shape, dtype, device, and no output in the memory the inputs were handed in."""
+    if len(described) != len(expected):
+        return Mismatch(
+            "mismatch", f"launch() returned {len(described)} output(s), the reference returns {len(expected)}"
+        )
+    for i, (d, e) in enumerate(zip(described, expected, strict=True)):
+        if "shape" not in d:
+            return Mismatch("mismatch", f"output {i} is a {d.get('type', '?')}, not a tensor", {"output": i})
+        if d["type"] != "Tensor":
+            return Mismatch("forbidden_construct", f"output {i} is a tensor subclass ({d['type']})", {"output": i})
+        if tuple(d["shape"]) != tuple(e.shape):
+            return Mismatch(
+                "mismatch",
+                f"output {i} has shape {list(d['shape'])}, expected {list(e.shape)}",
+                {"output": i, "got_shape": list(d["shape"]), "expected_shape": list(e.shape)},
+            )
+        want = str(e.dtype).removeprefix("torch.")
+        if d["dtype"] != want:
+            return Mismatch("mismatch", f"output {i} has dtype {d['dtype']}, expected {want}", {"output": i})
+        if d["device"] != e.device.type:
+            return Mismatch("mismatch", f"output {i} is on {d['device']}, expected {e.device.type}", {"output": i})
+        if d.get("aliases_input"):
+            return Mismatch(
+                "forbidden_construct", f"output {i} aliases an input's memory (returns an input or a view)",
+                {"output": i},
+            )  # fmt: skip
+    return None
+
+
+def sample_positions(numel: int, count: int, generator: torch.Generator) -> torch.Tensor:
+    """``count`` distinct flat positions (all of them when the output is smaller), sorted."""
+    if numel <= count:
+        return torch.arange(numel)
+    return torch.randperm(numel, generator=generator)[:count].sort().values
+
+
+def unravel(flat: torch.Tensor, shape: tuple[int, ...]) -> list[list[int]]:
+    """Flat positions as one index list per dimension (what indexing by ``out[i0, i1, ...]`` takes)."""
+    if not shape:
+        return []
+    return [ix.tolist() for ix in torch.unravel_index(flat, shape)]
+
+
+def compare_samples(
+    got: torch.Tensor, expected: torch.Tensor, flat: torch.Tensor, rtol: float, atol: float, row_scale: bool
+) -> dict[str, Any] | None:
+    """The elementwise rule of ``compare`` at sampled positions: None when every one is close, else the
+    first bad one (its index, got, expected)."""
+    e_all = expected.detach().reshape(-1).to(torch.float64)
+    e = e_all[flat.to(e_all.device)]
+    g = got.to(e.device, torch.float64)[: e.numel()]
+    scale = e.abs()
+    row = int(expected.shape[-1]) if expected.dim() >= 2 else 0
+    if row_scale and ROW_SCALE_MIN_ROW <= row <= CHUNK:
+        rows = flat.to(e_all.device) // row
+        finite = torch.where(torch.isfinite(e_all), e_all, torch.zeros_like(e_all))
+        rms = finite.reshape(-1, row).square().mean(dim=1).sqrt()
+        scale = torch.maximum(scale, rms[rows])
+    both_nan = torch.isnan(g) & torch.isnan(e)
+    both_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))
+    bad = ~(both_nan | both_inf) & ~((g - e).abs() <= atol + rtol * scale)
+    if not bool(bad.any()):
+        return None
+    first = int(bad.nonzero()[0, 0])
+    index = [int(v) for v in torch.unravel_index(flat[first : first + 1], tuple(expected.shape))] if expected.dim() else []
+    return {"index": [i[0] if isinstance(i, list) else i for i in index], "got": _num(g[first]), "expected": _num(e[first])}
