@@ -56,6 +56,7 @@ class EvalSettings:
     # Resource limits of a worker process (sandbox): open files, core dumps off, address space on CPU.
     max_open_files: int = 4096
     cpu_address_space_bytes: int = 12 << 30
+    max_file_bytes: int = 1 << 30  # any one file a worker writes (its log): a flood dies with SIGXFSZ
     # Extra correctness shapes drawn per run near the workload shapes (a kernel tuned to the benchmark
     # shapes only fails them); None draws a fresh seed each run.
     hidden_shapes: int = 1
@@ -80,6 +81,7 @@ class EvalSettings:
             "parallel": self.parallel or _default_parallel(device),
             "max_open_files": self.max_open_files,
             "cpu_address_space_bytes": self.cpu_address_space_bytes,
+            "file_bytes": self.max_file_bytes,
             "timing": asdict(self.timing),
         }
 

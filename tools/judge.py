@@ -35,10 +35,10 @@ import torch
 
 from tools import sandbox, staging
 from tools.channel import ChannelError, JudgeEnd
-from tools.compare import check_described, compare, compare_samples, same_bits, sample_positions, unravel
+from tools.compare import check_described, compare, same_bits, sample_positions, scale_at, unravel
 from tools.references import Entry, ReferenceCache, TaskFailure
 from tools.task import load_task
-from tools.timing import TimingSettings, copy_bandwidth_gbps, poison_value
+from tools.timing import TimingSettings, copy_bandwidth_gbps, flush_l2, poison_value
 from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -142,8 +142,7 @@ class Session:
             self.channel.connect(self._left(), alive=lambda: judge.zygote().running(self.pid))
         except ChannelError as exc:
             raise self._channel_failure(exc) from None
-        layout = judge.layout()
-        self.arena = staging.Arena(layout.size, judge.device, self.scratch)
+        self.arena = judge.arenas().acquire()
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"]}  # fmt: skip
         self.ask("hello", **hello)
@@ -207,10 +206,22 @@ class Session:
         self.kill()
         if self.channel is not None:
             self.channel.close()
-        if self.arena is not None:
-            self.arena.close()
-            self.arena = None
+        self._let_go()
         return problem
+
+    def _let_go(self) -> None:
+        if self.arena is not None:
+            self.judge.arenas().release(self.arena)
+            self.arena = None
+
+    def park(self) -> None:
+        """While it waits to be timed the worker maps no arena (it runs nothing meanwhile)."""
+        self.ask("unmap")
+        self._let_go()
+
+    def unpark(self) -> None:
+        self.arena = self.judge.arenas().acquire()
+        self.ask("map", arena=self.arena.descriptor())
 
     # -- one call of launch() -----------------------------------------------------------------
     def load(self, inputs: tuple[torch.Tensor, ...]) -> list[staging.Spec]:
@@ -237,7 +248,7 @@ class Session:
         if stage == "compile":
             return (), reply
         self.guards_intact(specs, stage)
-        structural = check_described(reply["outputs"], entry.expected)
+        structural = check_described(reply["outputs"], entry.expected, self.judge.device)
         if structural is not None:
             raise Verdict(stage, structural.error_type, structural.message, details=structural.details)
         if not reply["copied"] or places is None:
@@ -402,15 +413,16 @@ class Timing:
         self.task = session.judge.task
         self.rng = torch.Generator().manual_seed(int(session.job["identity"][:8], 16))
 
-    def samples(self, expected: tuple[torch.Tensor, ...]) -> tuple[list[torch.Tensor], list[list[list[int]]]]:
+    def samples(self, expected: tuple[torch.Tensor, ...]) -> tuple[list[torch.Tensor], list[dict]]:
+        """Positions checked in every timed replay: per output, flat and per dimension."""
         flats = [sample_positions(e.numel(), SAMPLES_PER_OUTPUT, self.rng) for e in expected]
-        return flats, [unravel(f, tuple(e.shape)) for f, e in zip(flats, expected, strict=True)]
+        return flats, [{"flat": f.tolist(), "index": unravel(f, tuple(e.shape))} for f, e in zip(flats, expected, strict=True)]
 
     def capture(self, shape: dict, dtype: str) -> tuple[Entry, dict]:
         entry = self.judge.entry(shape, dtype, 0, "timing")
         specs = self.s.load(entry.inputs)
         cap = self.s.ask("capture", inputs=[sp.to_json() for sp in specs], shape=shape, stage="timing")
-        structural = check_described(cap["outputs"], entry.expected)
+        structural = check_described(cap["outputs"], entry.expected, self.judge.device)
         if structural is not None:
             raise Verdict("timing", structural.error_type, "under CUDA-graph capture " + structural.message)
         return entry, cap
@@ -426,32 +438,40 @@ class Timing:
         return reply["medians_us"]
 
     def check_log(self, reply: dict, flats: list[torch.Tensor], sets: list[Entry], shape: dict) -> None:
+        """Every timed replay of every bench: its poison count and its sampled values against the expected
+        outputs of the input set it was given (``sets`` alternate run by run)."""
         assert self.s.arena is not None
         log = staging.view(self.s.arena.buffer, staging.Spec.from_json(reply["log"])).clone()
-        outputs = len(flats)
-        log = log.reshape(-1, outputs, int(reply["width"]))
+        log = log.reshape(-1, len(flats), int(reply["width"]))
+        run_in_bench = torch.cat([torch.arange(n) for n in reply["runs"]]).to(log.device)
+        which = run_in_bench % 2  # the input set each timed run had
         rtol, atol = self.task.tolerance(sets[0].dtype)
-        expected_counts = [[_poison_count(e) for e in entry.expected] for entry in sets]
-        run, total = 0, log.shape[0]
-        for count in reply["runs"]:
-            for i in range(count):
-                entry = sets[i % 2]
-                for j, flat in enumerate(flats):
-                    got_count = int(log[run, j, 0])
-                    if got_count != expected_counts[i % 2][j]:
-                        raise Verdict("timing", "unwritten_output",
-                                      f"timed replay {run + 1} of {total} at {shape} left {got_count} elements of output {j} "
-                                      "unwritten: the kernel skips work in some calls (by call count, warm-up or capture)",
-                                      details={"shape": shape, "run": run, "output": j})  # fmt: skip
-                    bad = compare_samples(log[run, j, 1 : 1 + flat.numel()], entry.expected[j], flat, rtol, atol,
-                                          self.task.row_scaled)  # fmt: skip
-                    if bad is not None:
-                        raise Verdict("timing", "mismatch",
-                                      f"timed replay {run + 1} of {total} at {shape} returned a wrong output {j} at "
-                                      f"{bad['index']} (got {bad['got']}, expected {bad['expected']}): the kernel "
-                                      "behaves differently across calls or under graph capture",
-                                      details={"shape": shape, "run": run, "output": j, **bad})  # fmt: skip
-                run += 1
+        total = log.shape[0]
+        for j, flat in enumerate(flats):
+            counts = torch.tensor([_poison_count(entry.expected[j]) for entry in sets], device=log.device)
+            bad_count = log[:, j, 0].to(torch.long) != counts[which]
+            wanted = torch.stack([entry.expected[j].reshape(-1)[flat.to(entry.expected[j].device)].to(log.device, torch.float64)
+                                  for entry in sets])  # fmt: skip
+            scale = torch.stack([scale_at(entry.expected[j], flat, self.task.row_scaled).to(log.device) for entry in sets])
+            got = log[:, j, 1 : 1 + flat.numel()]
+            e, sc = wanted[which], scale[which]
+            close = ((got - e).abs() <= atol + rtol * sc) | (torch.isnan(got) & torch.isnan(e)) | (got == e)
+            bad_value = ~close.all(dim=1)
+            flags = torch.stack([bad_count.any(), bad_value.any()]).tolist()
+            if flags[0]:
+                run = int(bad_count.nonzero()[0, 0])
+                raise Verdict("timing", "unwritten_output",
+                              f"timed replay {run + 1} of {total} at {shape} left {int(log[run, j, 0])} elements of output {j} "
+                              "unwritten: the kernel skips work in some calls (by call count, warm-up or capture)",
+                              details={"shape": shape, "run": run, "output": j})  # fmt: skip
+            if flags[1]:
+                run = int(bad_value.nonzero()[0, 0])
+                k = int((~close[run]).nonzero()[0, 0])
+                index = [int(i) for i in torch.unravel_index(flat[k], tuple(sets[0].expected[j].shape))] if sets[0].expected[j].dim() else []
+                raise Verdict("timing", "mismatch",
+                              f"timed replay {run + 1} of {total} at {shape} returned a wrong output {j} at {index} (got "
+                              f"{float(got[run, k])}, expected {float(e[run, k])}): the kernel behaves differently across "
+                              "calls or under graph capture", details={"shape": shape, "run": run, "output": j, "index": index})  # fmt: skip
 
     def verify(self, shape: dict, dtype: str) -> None:
         """Fresh values into the captured buffers, one replay, its own outputs compared in full."""
@@ -518,10 +538,12 @@ class Judge:
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)
         self.copy_gbps = copy_bandwidth_gbps(self.settings.timing) if self.device == "cuda" else None
+        self.flush_us = _flush_us() if self.device == "cuda" else 0.0
         self._zygote: Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._layout: staging.Layout | None = None
         self._layout_lock = threading.Lock()
+        self._arenas: staging.ArenaPool | None = None
         self.out_lock = threading.Lock()
 
     # -- the workload ---------------------------------------------------------------------------
@@ -563,6 +585,13 @@ class Judge:
                     outputs = max(outputs, sum(staging._aligned(t.numel() * t.element_size()) for t in e.expected))
                 self._layout = staging.Layout(inputs, outputs, self._log_bytes(outputs))
             return self._layout
+
+    def arenas(self) -> staging.ArenaPool:
+        layout = self.layout()
+        with self._layout_lock:
+            if self._arenas is None:
+                self._arenas = staging.ArenaPool(layout.size, self.device, self.root / "arenas")
+            return self._arenas
 
     def _log_bytes(self, outputs: int) -> int:
         n_out = max((len(self.refs.get(s, d, 0).expected) for s, d in self.task.workload(self.device)
@@ -612,6 +641,8 @@ class Judge:
     def close(self) -> None:
         if self._zygote is not None:
             self._zygote.close()
+        if self._arenas is not None:
+            self._arenas.close()
 
     # -- results --------------------------------------------------------------------------------
     def row(self, shape: dict, dtype: str, entry: Entry, medians: list[float], method: str) -> dict[str, Any]:
@@ -654,6 +685,11 @@ class Judge:
             session.close()
             return self._finish(_internal(exc), session, checks), None
         if time_it:
+            try:
+                session.park()
+            except Verdict as verdict:
+                session.close()
+                return self._finish(verdict.fields, session, checks), None
             return self._finish(result, session, checks), session
         problem = session.close()
         if problem:
@@ -665,6 +701,7 @@ class Judge:
         session.deadline = time.monotonic() + self.settings.timing_timeout_s
         started = time.perf_counter()
         try:
+            session.unpark()
             metrics, kernels = Timing(session).run()
             result = {**checked, "stage": "timing", "metrics": metrics, "grids": kernels}
         except Verdict as verdict:
@@ -687,6 +724,22 @@ class Judge:
         result["stage_seconds"] = dict(session.seconds)
         return result
 
+    def wall_clock_us(self, session: Session, per_call_us: float) -> float:
+        """The candidate's time per replay by the judge's own clock: K flushed replays in the worker, the
+        round trip of an empty request and the judge's own flush time taken off."""
+        k = int(min(5000, max(20, self.settings.confirm_wall_ms * 1000 / (per_call_us + self.flush_us))))
+        t0 = time.perf_counter()
+        session.ask("replay_k", k=0, stage="timing")
+        empty = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        session.ask("replay_k", k=k, stage="timing")
+        full = time.perf_counter() - t0
+        return (full - empty) / k * 1e6 - self.flush_us
+
+    def retime(self, request: dict[str, Any], say: Any) -> None:
+        results = Retime(self, request["jobs"]).run()
+        say({"id": request["id"], "results": {str(k): v for k, v in results.items()}, "done": True})
+
     def evaluate(self, request: dict[str, Any], say: Any) -> None:
         jobs = request["jobs"]
         parallel = max(1, int(request.get("parallel") or self.settings.parallel))
@@ -707,6 +760,121 @@ class Judge:
             say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
+
+
+class Retime:
+    """Candidates that passed, each in a fresh worker (only the candidate and the driver in it), timed
+    with their repeats interleaved on this GPU, and every one cross-checked where the worker cannot
+    reach: the judge's own wall clock over K replays, and the same replays on inputs that change
+    between calls (a cache by content or data kept in the L2 across the flush is faster only on
+    repeated inputs)."""
+
+    def __init__(self, judge: Judge, jobs: list[dict[str, Any]]):
+        self.judge = judge
+        self.sessions = {job["key"]: Session(judge, job) for job in jobs}
+        self.results: dict[int, dict[str, Any]] = {}
+        self.rows: dict[int, list[dict]] = {key: [] for key in self.sessions}
+        self.kernels: dict[int, list[dict]] = {key: [] for key in self.sessions}
+        self.confirm: dict[int, list[dict]] = {key: [] for key in self.sessions}
+        self.methods: dict[int, str] = {}
+
+    def fail(self, key: int, verdict: Verdict) -> None:
+        self.results[key] = {**verdict.fields, "stage": "timing"}
+        self.sessions.pop(key).close()
+
+    def live(self) -> list[tuple[int, Session]]:
+        return list(self.sessions.items())
+
+    def run(self) -> dict[int, dict[str, Any]]:
+        judge = self.judge
+        for key, session in self.live():
+            try:
+                session.stage = "timing"
+                session.open(judge.settings.check_timeout_s)
+                session.deadline = time.monotonic() + judge.settings.timing_timeout_s
+            except Verdict as verdict:
+                self.fail(key, verdict)
+        for shape, dtype in judge.task.workload("cuda"):
+            self.shape(shape, dtype)
+        for key, session in self.live():
+            problem = session.close()
+            if problem:
+                self.results[key] = Verdict("timing", "forbidden_construct", problem).fields
+                continue
+            metrics = {"per_shape": self.rows[key], "copy_gbps": judge.copy_gbps, "runs": judge.settings.timing.repeats}
+            self.results[key] = {"verdict": "pass", "stage": "timing", "metrics": metrics, "grids": self.kernels[key],
+                                 "device": judge.info, "details": {"confirm": self.confirm[key]}}  # fmt: skip
+        return self.results
+
+    def shape(self, shape: dict, dtype: str) -> None:
+        judge = self.judge
+        timings: dict[int, Timing] = {}
+        for key, session in self.live():
+            try:
+                timing = Timing(session)
+                entry, cap = timing.capture(shape, dtype)
+                timings[key] = timing
+                self.kernels[key].extend(cap.get("kernels", []))
+                self.methods[key] = cap["method"]
+            except Verdict as verdict:
+                self.fail(key, verdict)
+        entry = judge.entry(shape, dtype, 0, "timing")
+        medians: dict[int, list[float]] = {key: [] for key in timings}
+        for r in range(max(judge.settings.timing.repeats, 3)):
+            order = list(timings) if r % 2 == 0 else list(timings)[::-1]
+            for key in order:
+                if key in self.sessions:
+                    self.guarded(key, lambda t=timings[key], m=medians[key]: m.extend(t.bench(entry, shape, 1)))
+        for key, timing in timings.items():
+            if key in self.sessions:
+                self.guarded(key, lambda t=timing, k=key: self.cross_check(k, t, shape, dtype, entry, medians[k]))
+
+    def guarded(self, key: int, step: Any) -> None:
+        try:
+            step()
+        except Verdict as verdict:
+            self.fail(key, verdict)
+
+    def cross_check(self, key: int, timing: Timing, shape: dict, dtype: str, entry: Entry, medians: list[float]) -> None:
+        judge, s = self.judge, timing.s
+        settings = judge.settings
+        static = sorted(medians)[len(medians) // 2]
+        other = judge.entry(shape, dtype, 1, "timing")
+        specs = s.load(other.inputs)
+        s.ask("alternate", inputs=[sp.to_json() for sp in specs], stage="timing")
+        rotating = timing.bench(entry, shape, 1, rotate=other)[0]
+        if rotating > static * settings.confirm_content_ratio and rotating - static > settings.confirm_band_us:
+            raise Verdict("timing", "stale_output",
+                          f"at {shape} the kernel takes {static:.1f} us on the inputs of its previous call and "
+                          f"{rotating:.1f} us when they change between calls: a cache by content, or data kept in "
+                          "the L2 across the flush", details={"shape": shape, "static_us": static, "rotating_us": rotating})  # fmt: skip
+        wall = judge.wall_clock_us(s, static)
+        band = max(settings.confirm_band * static, settings.confirm_band_us)
+        if abs(wall - static) > band:
+            raise Verdict("timing", "suspicious_speedup",
+                          f"at {shape} the judge's wall clock over the replays says {wall:.1f} us per call, the "
+                          f"worker's own events said {static:.1f} us: the timing was not measured honestly",
+                          details={"shape": shape, "wall_us": wall, "events_us": static, "held": "roofline"})  # fmt: skip
+        timing.verify(shape, dtype)
+        s.ask("release")
+        self.rows[key].append(judge.row(shape, dtype, entry, medians, self.methods[key]))
+        self.confirm[key].append({"shape": shape, "dtype": dtype, "events_us": static, "rotating_us": rotating,
+                                  "wall_us": wall})  # fmt: skip
+
+
+def _flush_us() -> float:
+    """The L2 flush's own time in this process (the same kernel every worker runs before a timed call)."""
+    flush_l2()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(50):
+        start.record()
+        flush_l2()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return sorted(times)[len(times) // 2]
 
 
 def _internal(exc: BaseException) -> dict[str, Any]:
@@ -750,6 +918,8 @@ def serve() -> None:
             request = json.loads(line)
             if request.get("op") == "evaluate":
                 judge.evaluate(request, say)
+            elif request.get("op") == "retime" and judge.device == "cuda":
+                judge.retime(request, say)
             else:
                 say({"id": request.get("id"), "error": f"unknown request {request.get('op')!r}"})
     finally:

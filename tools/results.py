@@ -25,6 +25,7 @@ ErrorType = Literal[
     "unstable_timing",
     "suspicious_speedup",
     "out_of_search_space",
+    "out_of_bounds_write",
 ]
 ERROR_TYPES: tuple[str, ...] = ErrorType.__args__  # type: ignore[attr-defined]
 

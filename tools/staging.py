@@ -99,7 +99,7 @@ class Layout:
 
     @staticmethod
     def input_span(tensors: tuple[torch.Tensor, ...]) -> int:
-        return sum(_aligned(t.numel() * t.element_size()) + GUARD_BYTES for t in tensors)
+        return sum(_aligned(t.numel() * t.element_size() + GUARD_BYTES) for t in tensors)
 
     @property
     def outputs_at(self) -> int:
@@ -117,17 +117,17 @@ class Layout:
         specs, at = [], 0
         for t in tensors:
             specs.append(contiguous_spec(at, tuple(t.shape), t.dtype))
-            at += _aligned(t.numel() * t.element_size()) + GUARD_BYTES
+            at += _aligned(t.numel() * t.element_size() + GUARD_BYTES)
         if at > self.inputs_bytes:
             raise ValueError(f"inputs need {at} bytes, the arena holds {self.inputs_bytes}")
         return specs
 
     def guards(self, specs: list[Spec]) -> list[tuple[int, int]]:
-        """(start, end) of each input's guard band."""
+        """(start, end) of each input's guard band: from its last byte up to the next input."""
         bands = []
         for spec in specs:
-            start = spec.offset + _aligned(max(spec.nbytes, 0))
-            bands.append((start, start + GUARD_BYTES))
+            start = spec.offset + spec.nbytes
+            bands.append((start, spec.offset + _aligned(spec.nbytes + GUARD_BYTES)))
         return bands
 
     def output_specs(self, shapes: list[tuple[tuple[int, ...], str]]) -> list[Spec] | None:
@@ -142,7 +142,10 @@ class Layout:
 
 
 class Arena:
-    """The judge's side: allocates the arena and describes it to one worker."""
+    """The judge's side: allocates the arena and describes it to the worker that maps it.
+
+    On the GPU an arena is never freed while the judge lives (a worker killed while it mapped one
+    never hands its IPC reference back): the judge reuses arenas through ``ArenaPool``."""
 
     def __init__(self, nbytes: int, device: str, folder: Path):
         self.device = device
@@ -162,8 +165,9 @@ class Arena:
 
     def descriptor(self) -> dict[str, Any]:
         if self.device == "cuda":
-            shared = self.buffer.untyped_storage()._share_cuda_()
-            return {"kind": "cuda", "nbytes": self.nbytes, "ipc": base64.b64encode(pickle.dumps(shared)).decode()}
+            if not hasattr(self, "_shared"):
+                self._shared = base64.b64encode(pickle.dumps(self.buffer.untyped_storage()._share_cuda_())).decode()
+            return {"kind": "cuda", "nbytes": self.nbytes, "ipc": self._shared}
         return {"kind": "file", "nbytes": self.nbytes, "path": str(self._file)}
 
     def fill_guards(self, bands: list[tuple[int, int]]) -> None:
@@ -187,6 +191,39 @@ class Arena:
         self._pool = None
         if self._file is not None:
             self._file.unlink(missing_ok=True)
+
+
+class ArenaPool:
+    """Arenas of one size, handed to one worker at a time and reused after it let go (or died)."""
+
+    def __init__(self, nbytes: int, device: str, folder: Path):
+        import threading
+
+        self.nbytes, self.device, self.folder = nbytes, device, folder
+        self._free: list[Arena] = []
+        self._all: list[Arena] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> Arena:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+            folder = self.folder / f"arena-{len(self._all)}"
+            folder.mkdir(parents=True, exist_ok=True)
+            arena = Arena(self.nbytes, self.device, folder)
+            self._all.append(arena)
+            return arena
+
+    def release(self, arena: Arena) -> None:
+        with self._lock:
+            self._free.append(arena)
+
+    def close(self) -> None:
+        with self._lock:
+            for arena in self._all:
+                arena.close()
+            self._all.clear()
+            self._free.clear()
 
 
 def open_arena(descriptor: dict[str, Any]) -> torch.Tensor:

@@ -172,7 +172,7 @@ def poison_value(dtype: torch.dtype) -> float | int | None:
 def checked_bench_ms(
     fn: Callable[[], object],
     outputs: Callable[[], tuple[torch.Tensor, ...]],
-    samples: list[tuple[torch.Tensor, ...]],
+    samples: list[torch.Tensor | tuple[torch.Tensor, ...]],
     warmup_ms: float,
     rep_ms: float,
     before: Callable[[int], None] | None = None,
@@ -180,11 +180,11 @@ def checked_bench_ms(
 ) -> tuple[float, list[float], torch.Tensor]:
     """``bench_ms`` where every timed run is checked, all outside its events: before the run its
     ``outputs()`` are poisoned, after it their poison count and their values at ``samples`` (per output,
-    one index tensor per dimension) go into a log. ``before(i)`` runs ahead of run i's poison and flush
+    flat positions of a contiguous output or one index tensor per dimension) go into a log. ``before(i)`` runs ahead of run i's poison and flush
     (to write another input set into the captured buffers). Returns (median ms, every run's ms, log of
     shape [runs, outputs, 1 + samples] in float64)."""
     poisons = [poison_value(out.dtype) for out in outputs()]
-    width = 1 + max((len(s[0]) if s else 0) for s in samples) if samples else 1
+    width = 1 + max((_count(s) for s in samples), default=0)
 
     def prepare(i: int) -> None:
         if before is not None:
@@ -201,9 +201,9 @@ def checked_bench_ms(
                 row[j, 0] = torch.isnan(out).sum()
             else:
                 row[j, 0] = (out == value).sum()
-            if samples[j]:
-                picked = out[samples[j]].to(torch.float64)
-                row[j, 1 : 1 + picked.numel()] = picked
+            where = samples[j]
+            picked = out.reshape(-1)[where] if isinstance(where, torch.Tensor) else out[where]
+            row[j, 1 : 1 + picked.numel()] = picked.to(torch.float64).reshape(-1)
 
     fn()
     flush_l2()
@@ -233,3 +233,9 @@ def checked_bench_ms(
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     return statistics.median(times), times, log
+
+
+def _count(where: torch.Tensor | tuple[torch.Tensor, ...]) -> int:
+    if isinstance(where, torch.Tensor):
+        return where.numel()
+    return where[0].numel() if where else 1

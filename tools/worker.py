@@ -17,6 +17,7 @@ and ``bye``.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import sys
@@ -41,7 +42,6 @@ from tools.guard import (
     watched_threads,
 )
 from tools.sandbox import install_audit_hook
-from tools.task import import_file
 from tools.timing import checked_bench_ms, flush_l2, poison_value
 
 
@@ -83,6 +83,9 @@ def classify_exception(exc: BaseException, stage: str) -> StageFailure:
         return StageFailure("compile", "resource_limit", _first_line(text), log)
     if names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}:
         return StageFailure("compile", "compile_error", _first_line(text), log)
+    if any(isinstance(e, OSError) and e.errno == errno.EFBIG for e in chain):
+        return StageFailure(stage, "crash", "the candidate flooded its output: a file grew past the worker's "
+                            "size limit (SIGXFSZ)", log)  # fmt: skip
     if any(isinstance(e, MemoryError) for e in chain):
         return StageFailure(stage, "runtime_error", "host " + _first_line(text), log)
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
@@ -97,13 +100,17 @@ def classify_exception(exc: BaseException, stage: str) -> StageFailure:
 def load_candidate(path: Path, module_name: str) -> tuple[Any, LaunchRecorder]:
     guard = ImportGuard(module_name)
     try:
-        with guard, lockdown.LOCKDOWN.active():
-            module = import_file(path, module_name)
+        with watched_threads() as started, guard, lockdown.LOCKDOWN.active():
+            module = lockdown.import_candidate(path, module_name)
+    except SyntaxError as exc:
+        raise StageFailure("static", "syntax_error", f"the candidate does not compile: {exc}", _tb(exc)) from None
     except Exception as exc:
         cause = exc.__cause__ or exc
         if isinstance(cause, ForbiddenOperation):
             raise StageFailure("static", "forbidden_construct", str(cause), _tb(cause)) from None
         raise StageFailure("compile", "runtime_error", f"importing the candidate failed: {cause}", _tb(cause)) from None
+    if started:
+        raise StageFailure("static", "forbidden_construct", f"importing the candidate started a thread ({started[0]})")
     if not callable(getattr(module, "launch", None)):
         raise StageFailure("static", "no_kernel_launched", "the candidate defines no launch() function")
     held = [name for name, value in vars(module).items() if isinstance(value, torch.Tensor)]
@@ -327,8 +334,12 @@ class Session:
         """``repeats`` checked bench runs; with ``rotate`` the captured buffers get the two input sets in
         turn before each timed run. The log of every timed run goes into the arena's log region."""
         g = self.graph
-        samples = [tuple(torch.tensor(ix, device="cuda", dtype=torch.long) for ix in per_output)
-                   for per_output in msg["samples"]]  # fmt: skip
+        samples = []  # a flat index tensor for a contiguous output (a view), one per dimension otherwise
+        for out, wanted in zip(g["outputs"], msg["samples"], strict=True):
+            if out.is_contiguous():
+                samples.append(torch.tensor(wanted["flat"], device="cuda", dtype=torch.long))
+            else:
+                samples.append(tuple(torch.tensor(ix, device="cuda", dtype=torch.long) for ix in wanted["index"]))
         before = None
         if msg.get("rotate"):
             first, second = g["alternate"]
@@ -380,6 +391,15 @@ class Session:
             flush_l2()
             self._run()
         torch.cuda.synchronize()
+        return {"ok": True}
+
+    def op_unmap(self, msg: dict) -> dict:
+        self.arena = torch.empty(0, dtype=torch.uint8)
+        _sync()
+        return {"ok": True}
+
+    def op_map(self, msg: dict) -> dict:
+        self.arena = staging.open_arena(msg["arena"])
         return {"ok": True}
 
     def op_release(self, msg: dict) -> dict:
