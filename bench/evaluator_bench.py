@@ -26,9 +26,8 @@ import triton  # noqa: E402
 
 from tools.candidate import Candidate  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator, _default_parallel  # noqa: E402
-from tools.task import load_task, torch_dtype  # noqa: E402
+from tools.task import bytes_moved, load_task, torch_dtype  # noqa: E402
 from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn  # noqa: E402
-from tools.worker import bytes_moved  # noqa: E402
 
 
 def torch_rows(task, settings: TimingSettings, copy_gbps: float) -> list[dict]:

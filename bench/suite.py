@@ -319,9 +319,8 @@ def time_task(name: str, out: Path, compilers: list[str], exported: Path | None)
     import torch
     import triton
 
-    from tools.task import import_file, load_task, torch_dtype
+    from tools.task import bytes_moved, import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
-    from tools.worker import bytes_moved
 
     task = load_task(REPO / "tasks" / name)
     settings = TimingSettings()

@@ -21,7 +21,7 @@ CONFIG = {"BLOCK": 128, "num_warps": 4}
 # probe -> (error_type, a phrase of the message) with the static checks off
 AT_RUN_TIME = {
     "patch_compare": ("forbidden_construct", "setting Tensor"),
-    "patch_module_dict": ("forbidden_construct", "torch.cuda.__wrapped__"),
+    "patch_module_dict": ("forbidden_construct", "replaced torch.cuda.synchronize"),
     "patch_module": ("forbidden_construct", "setting torch.isnan"),
     "patch_timer": ("forbidden_construct", "setting Event.elapsed_time"),
     "steal_frames": ("forbidden_construct", "sys._getframe()"),

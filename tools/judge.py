@@ -37,7 +37,7 @@ from tools import sandbox, staging
 from tools.channel import ChannelError, JudgeEnd
 from tools.compare import check_described, compare, same_bits, sample_positions, scale_at, unravel
 from tools.references import Entry, ReferenceCache, TaskFailure
-from tools.task import load_task
+from tools.task import bytes_moved, load_task
 from tools.timing import TimingSettings, copy_bandwidth_gbps, flush_l2, poison_value
 from tools.zygote import Zygote
 
@@ -657,7 +657,7 @@ class Judge:
     # -- results --------------------------------------------------------------------------------
     def row(self, shape: dict, dtype: str, entry: Entry, medians: list[float], method: str) -> dict[str, Any]:
         median, low = sorted(medians)[len(medians) // 2], min(medians)
-        moved = self.task.spec.bytes_moved or (entry.input_bytes() + entry.output_bytes())
+        moved = bytes_moved(self.task, entry.inputs, entry.expected)
         gbps = moved / (median * 1e-6) / 1e9
         row = {"shape": shape, "dtype": dtype, "median_us": median, "min_us": low,
                "spread": median / low if low > 0 else float("inf"), "gbps": gbps,

@@ -1,17 +1,22 @@
 """Run-time refusals inside a candidate worker while candidate code runs (its import and ``launch()``):
-no setting or deleting attributes on modules and types it does not own, no reaching frames, the
-garbage collector's object lists or tracers, however the candidate gets to them.
+no setting or deleting attributes on modules, types and functions it does not own, no reaching frames,
+foreign globals, the garbage collector's object lists or tracers, however the candidate gets to them.
 
 This is defense in depth: the judge never trusts what a worker reports. It keeps the worker's own
 driver code (the timing loop, the output copies) as the judge wrote it.
 
-How a refusal is decided: an audit hook (which cannot be removed) sees frame, gc and attribute events;
-module attribute writes go through ``FrozenModule.__setattr__``. Either asks who is responsible: the
-innermost Python frame outside a few pass-through helpers (inspect, typing, functools, dataclasses...),
-which libraries use on their own behalf too (Triton's ``@jit`` reads a kernel's ``__code__`` and
-``__globals__`` through inspect). When that frame is the candidate's code, the act is refused and
-recorded, so a refusal the candidate swallows still fails it. Writes that bypass ``__setattr__``
-(a module's ``__dict__``) are caught by ``changed_modules`` between stages.
+Three layers:
+- the candidate's own module is compiled instrumented (``import_candidate``): a guard runs before every
+  attribute write or delete, every read of an introspection attribute (``__globals__``, ``f_back``...)
+  and every use of ``setattr``/``getattr``/``vars``/``eval``... (Python raises no audit event for a
+  write to a type or a module, nor for reading a function's ``__globals__``);
+- an audit hook (which cannot be removed) sees frame, gc, tracer and ctypes events raised anywhere; it
+  charges an event to the innermost frame outside a few pass-through helpers (inspect, typing,
+  functools, dataclasses...), which libraries also use on their own behalf (Triton's ``@jit`` reads a
+  kernel's ``__code__`` through inspect). When that frame is the candidate's, the act is refused;
+- ``changed_modules``: a watched module's global replaced by any other path (a library writing a
+  module's ``__dict__`` for the candidate) is named between stages.
+A refusal is recorded as it happens, so one the candidate swallows still fails it.
 """
 
 from __future__ import annotations
@@ -55,9 +60,6 @@ class Lockdown:
     # -- set up ---------------------------------------------------------------------------------
     def install(self, candidate_module: str) -> None:
         self.candidate = candidate_module
-        for module in list(sys.modules.values()):
-            if type(module) is types.ModuleType:
-                module.__class__ = FrozenModule
         sys.addaudithook(self._hook)
 
     @contextmanager
@@ -125,32 +127,7 @@ class Lockdown:
         self.violations.append(message)
         raise SandboxViolation(message)
 
-    def module_write(self, module: types.ModuleType, name: str, verb: str) -> None:
-        if not self._active or getattr(self._inside, "busy", False) or module.__name__ == self.candidate:
-            return
-        self._inside.busy = True
-        try:
-            refused = self._responsible_is_candidate(3)
-        finally:
-            self._inside.busy = False
-        if refused:
-            self._refuse(f"{verb} {module.__name__}.{name}")
-
-
 LOCKDOWN = Lockdown()
-
-
-class FrozenModule(types.ModuleType):
-    """A module whose attributes the candidate cannot set or delete (everyone else still can)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        LOCKDOWN.module_write(self, name, "setting")
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name: str) -> None:
-        LOCKDOWN.module_write(self, name, "deleting")
-        super().__delattr__(name)
-
 
 # -- what the candidate may have changed by other paths ------------------------------------------------
 WATCHED_PREFIXES = ("torch", "triton", "tools", "builtins", "time", "math", "json", "os", "sys", "threading",
