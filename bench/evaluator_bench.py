@@ -107,8 +107,13 @@ def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
     started = time.perf_counter()
+
+    def progress(i: int, r) -> None:  # what a killed run still shows
+        seconds = {k: round(v, 1) for k, v in r.stage_seconds.items()}
+        print(f"  {time.perf_counter() - started:6.1f} s  #{i} {r.verdict} {r.error_type or ''} {seconds}", flush=True)
+
     with Evaluator(task, "cuda", settings) as evaluator:
-        results = evaluator.evaluate_many(batch)
+        results = evaluator.evaluate_many(batch, on_result=progress)
         phases = dict(evaluator.phase_seconds)
     wall = time.perf_counter() - started
     verdicts: dict[str, int] = {}

@@ -167,9 +167,11 @@ class Session:
         zygote = self.judge.zygote()
         if exc.kind == "timeout":
             self.kill()
-            limit = self.judge.settings.check_timeout_s if self.stage != "timing" else self.judge.settings.timing_timeout_s
-            what = "timing did not finish" if self.stage == "timing" else "the candidate did not finish"
-            return Verdict(self.stage, "timeout", f"{what} within {limit:.0f} s (hang or runaway loop); its worker was killed")
+            timing = self.stage == "timing"
+            limit = self.judge.settings.timing_timeout_s if timing else self.judge.settings.check_timeout_s
+            what = "timing did not finish" if timing else "the candidate did not finish"
+            return Verdict("timing" if timing else "correctness", "timeout",
+                           f"{what} within {limit:.0f} s (hang or runaway loop); its worker was killed")  # fmt: skip
         if exc.kind == "closed" and self.pid is not None:
             code = zygote.wait(self.pid, 30)
             self.pid = None
@@ -199,10 +201,10 @@ class Session:
                     problem = "the worker wrote more replies than it was asked for (someone else wrote into its channel)"
             except ChannelError as exc:
                 problem = f"the worker did not end cleanly: {exc}"
-            code = self.judge.zygote().wait(self.pid, 10)
-            self.pid = None
-            if code not in (0, None) and not problem:
-                problem = f"the worker exited with {code} after its last reply"
+            if not problem:  # its verdict is made; its exit (a CUDA context's teardown) is waited for elsewhere
+                pid, zygote = self.pid, self.judge.zygote()
+                threading.Thread(target=zygote.wait, args=(pid, 30), daemon=True).start()
+                self.pid = None
         self.kill()
         if self.channel is not None:
             self.channel.close()
@@ -744,7 +746,18 @@ class Judge:
         t0 = time.perf_counter()
         session.ask("replay_k", k=k, stage="timing")
         full = time.perf_counter() - t0
-        return (full - empty) / k * 1e6 - self.flush_us
+        return (full - empty) / k * 1e6 - self.flush_loop_us(k)
+
+    def flush_loop_us(self, k: int) -> float:
+        """Per flush, K flushes back to back in this process by the wall clock (the same loop the worker
+        runs, less the candidate's replays)."""
+        flush_l2()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            flush_l2()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / k * 1e6
 
     def retime(self, request: dict[str, Any], say: Any) -> None:
         results = Retime(self, request["jobs"]).run()
