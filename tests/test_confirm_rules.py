@@ -25,3 +25,11 @@ def test_events_that_disagree_with_the_wall_clock_are_held_either_way():
     for found in (faked, skipped):
         assert found is not None and found.fields["error_type"] == "suspicious_speedup"
         assert found.fields["details"]["held"] == "roofline"
+
+
+def test_the_wall_clock_may_include_writing_back_the_outputs_but_no_more():
+    """The events leave out the write-back of the kernel's dirty outputs during the next flush; the wall
+    clock pays it, up to what the outputs can take at half the copy rate."""
+    assert confirm_problem(SHAPE, 34.0, 34.0, 41.5, JudgeSettings(), writeback_us=24.0) is None
+    found = confirm_problem(SHAPE, 34.0, 34.0, 80.0, JudgeSettings(), writeback_us=24.0)
+    assert found is not None and found.fields["error_type"] == "suspicious_speedup"

@@ -267,10 +267,11 @@ def check_described(described: list[dict[str, Any]], expected: tuple, device: st
 
 
 def sample_positions(numel: int, count: int, generator: torch.Generator) -> torch.Tensor:
-    """``count`` distinct flat positions (all of them when the output is smaller), sorted."""
+    """About ``count`` distinct flat positions (all of them when the output is smaller), sorted; drawn in
+    O(count), not by permuting every position (outputs of hundreds of millions of elements)."""
     if numel <= count:
         return torch.arange(numel)
-    return torch.randperm(numel, generator=generator)[:count].sort().values
+    return torch.randint(numel, (count,), generator=generator).unique()
 
 
 def unravel(flat: torch.Tensor, shape: tuple[int, ...]) -> list[list[int]]:
@@ -287,6 +288,8 @@ def scale_at(expected: torch.Tensor, flat: torch.Tensor, row_scale: bool) -> tor
     at = flat.to(e_all.device)
     scale = e_all[at].abs()
     row = int(expected.shape[-1]) if expected.dim() >= 2 else 0
-    if row_scale and ROW_SCALE_MIN_ROW <= row <= CHUNK:
-        scale = torch.maximum(scale, _row_rms(e_all, row).reshape(-1, row)[:, 0][at // row])
+    if row_scale and ROW_SCALE_MIN_ROW <= row <= CHUNK:  # only the rows sampled
+        rows = e_all.reshape(-1, row)[at // row]
+        rows = torch.where(torch.isfinite(rows), rows, torch.zeros_like(rows))
+        scale = torch.maximum(scale, rows.square().mean(dim=1).sqrt())
     return scale
