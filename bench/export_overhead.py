@@ -65,18 +65,17 @@ def direct_calls(launches: list[Launch], inputs: tuple) -> tuple[Callable[[], No
     import torch
 
     held = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
-    made = [
-        a
-        for _, _, args, _ in launches
-        for a in args
-        if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() not in held
-    ]
+    made: dict[int, Any] = {}  # storage -> a tensor on it: a buffer two kernels share is allocated once
+    for _, _, args, _ in launches:
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() not in held:
+                made.setdefault(a.untyped_storage().data_ptr(), a)
 
     def replay() -> None:
         for kernel, grid, args, kwargs in launches:
             kernel[grid](*args, **kwargs)
 
-    return replay, lambda: [torch.empty_like(t) for t in made]
+    return replay, lambda: [torch.empty_like(t) for t in made.values()]
 
 
 def host_us(fn: Callable[[], object], calls: int) -> float:

@@ -204,7 +204,7 @@ CPU = Clocks("cpu", copy_gbps=COPY, time=wall_clock, same_size_us=lambda moved: 
 
 def test_each_shape_gets_its_own_static_compile_and_the_dynamic_column_one_compile_for_all(monkeypatch):
     """Compiled once and called on every shape, Inductor recompiles with dynamic shapes at the second
-    shape (the "compile (dynamic)" column); the static column is a fresh dynamic=False compile per shape,
+    shape (the "torch.compile dynamic" column); the static column is a fresh dynamic=False compile per shape,
     one graph each, and no shape is left to eager by Dynamo's recompile limit (8 a function; 2 here, so
     that three shapes would pass it). Real torch.compile (Inductor's C++ backend), counted by Dynamo."""
     from torch._dynamo.utils import counters
