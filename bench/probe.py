@@ -53,7 +53,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import triton
 
-    from bench.suite import _tuple, check_outputs
+    from bench.suite_time import _tuple, check_outputs
     from tools.task import bytes_moved, import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
 
