@@ -17,9 +17,7 @@ import argparse
 import atexit
 import json
 import os
-import queue
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import sandbox
+from tools.backend import LocalBackend
 from tools.candidate import Candidate, candidate_identity
 from tools.dispatch import geomean_or_none
 from tools.results import EvalResult, ShapeTiming, merge_launch_resources
@@ -63,6 +62,8 @@ class EvalSettings:
     hidden_seed: int | None = None
     # Off only to test the run-time defenses behind the static checks.
     static_checks: bool = True
+    # None: this machine's judge; "local:N" or "tcp://HOST:PORT": a Dask cluster (tools/cluster.py)
+    cluster: str | None = None
 
     @classmethod
     def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
@@ -123,118 +124,6 @@ def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[
 
 
 # --------------------------------------------------------------------------------------------
-# the judge process, from this side
-
-
-class JudgeLost(RuntimeError):
-    """The judge process died or stopped answering."""
-
-
-class JudgeClient:
-    """One judge process for one task and device; started again when it dies."""
-
-    READY_TIMEOUT_S = 300.0  # its imports, the copy bandwidth, a busy machine
-
-    def __init__(self, task: Task, device: str, settings: EvalSettings, hidden: list[dict], root: Path):
-        self.device, self.settings, self.root = device, settings, root
-        self.start_request = {"task": str(task.folder), "device": device, "settings": settings.for_judge(device),
-                              "hidden_shapes": hidden, "workdir": str(root)}  # fmt: skip
-        self.proc: subprocess.Popen | None = None
-        self.ready: dict[str, Any] = {}
-        self.last_done: dict[str, Any] = {}  # the judge's last "done": its zygote's pid, for tests and logs
-        self.restarts = 0
-        self._lines: queue.Queue = queue.Queue()
-        self._lock = threading.Lock()
-        self._next = 0
-
-    def _start(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("TRITON_INTERPRET", None)
-        if self.device == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        log = open(self.root / "judge.log", "ab")  # noqa: SIM115 - owned by the process
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tools.judge"], cwd=self.root, env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=log, preexec_fn=os.setsid,
-        )  # fmt: skip
-        self._lines = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True).start()
-        self._send(self.start_request)
-        message = self._receive(self.READY_TIMEOUT_S)
-        if not message.get("ready"):
-            raise JudgeLost(f"the judge did not start: {message}")
-        self.ready = message
-
-    @staticmethod
-    def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                lines.put(json.loads(line))
-            except ValueError:
-                continue
-        lines.put(None)
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except (OSError, ValueError) as exc:
-            raise JudgeLost(f"the judge stopped reading: {exc}") from None
-
-    def _receive(self, timeout: float) -> dict[str, Any]:
-        try:
-            message = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise JudgeLost(f"the judge said nothing for {timeout:.0f} s") from None
-        if message is None:
-            raise JudgeLost("the judge died (see judge.log in the evaluator's folder)")
-        return message
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def ensure(self) -> None:
-        if not self.alive():
-            if self.proc is not None:
-                self.restarts += 1
-            self._start()
-
-    def request(self, op: str, on_message: Callable[[dict], None], **fields: Any) -> None:
-        """Send one request and pass every reply to ``on_message`` until the judge says done."""
-        with self._lock:
-            self.ensure()
-            self._next += 1
-            rid = self._next
-            self._send({"op": op, "id": rid, **fields})
-            quiet = self.settings.check_timeout_s + self.settings.timing_timeout_s + 120
-            while True:
-                message = self._receive(quiet)
-                if message.get("id") != rid:
-                    continue
-                if message.get("error"):
-                    raise RuntimeError(f"the judge refused {op}: {message['error']}")
-                on_message(message)
-                if message.get("done"):
-                    self.last_done = message
-                    return
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            sandbox.kill_group(self.proc.pid)
-            self.proc.wait()
-
-    def close(self) -> None:
-        if self.proc is not None:
-            sandbox.stop_server(self.proc)
-            sandbox.kill_group(self.proc.pid)  # its zygote and workers share its process group
-
-
-# --------------------------------------------------------------------------------------------
 # the evaluator
 
 
@@ -242,29 +131,26 @@ class Evaluator:
     """Evaluates candidates of one task on one device. Reuse it across rounds: one judge, whose input sets
     and references are made once."""
 
-    def __init__(
-        self, task: Task, device: str = "auto", settings: EvalSettings | None = None, judge: JudgeClient | None = None
-    ):
+    def __init__(self, task: Task, device: str = "auto", settings: EvalSettings | None = None, backend: Any = None):
         self.task = task
         self.device = resolve_device(device)
         self.settings = settings or EvalSettings.for_task(task)
-        if judge is not None:
-            root = judge.root
-        else:
-            root = Path(self.settings.workdir) if self.settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = root
         self.calls = 0
         # wall seconds per phase over this evaluator's life: where a batch's time goes
         self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
-        self._owns_judge = judge is None
-        self.hidden_shapes = judge.start_request["hidden_shapes"] if judge else draw_hidden_shapes(task, self.device, self.settings)
-        self.judge = judge or JudgeClient(task, self.device, self.settings, self.hidden_shapes, root)
+        self._owns_backend = backend is None
+        self.backend = backend or make_backend(task, self.device, self.settings)
+        self.hidden_shapes = self.backend.hidden_shapes
         self.sandbox = sandbox.describe(self.device)
 
+    @property
+    def judge(self) -> Any:
+        """The local backend's judge process (tests look at its zygote)."""
+        return self.backend.judge
+
     def close(self) -> None:
-        if self._owns_judge:
-            self.judge.close()
+        if self._owns_backend:
+            self.backend.close()
 
     def __enter__(self) -> Evaluator:
         return self
@@ -284,13 +170,9 @@ class Evaluator:
             return EvalResult.failure("static", report.error_type or "forbidden_construct", report.message, report.log)
         return None
 
-    def _job(self, key: int, cand: Candidate) -> dict[str, Any]:
-        scratch = self.root / f"{cand.identity}-{time.time_ns()}"
-        (scratch / "triton_cache").mkdir(parents=True)
-        path = scratch / "candidate.py"
-        path.write_text(cand.source)
-        return {"key": key, "candidate": str(path), "config": cand.config, "identity": cand.identity,
-                "scratch": str(scratch), "triton_cache": str(scratch / "triton_cache")}  # fmt: skip
+    @staticmethod
+    def _job(key: int, cand: Candidate) -> dict[str, Any]:
+        return {"key": key, "source": cand.source, "config": cand.config, "identity": cand.identity}
 
     def evaluate_many(
         self,
@@ -325,32 +207,18 @@ class Evaluator:
         return final
 
     def _judge_jobs(self, jobs: list[dict], finished: Callable[[int, dict], None]) -> None:
-        """Run jobs through the judge; a judge that dies is started again and what it left is sent again
-        once, then failed with the reason."""
-        pending = {job["key"]: job for job in jobs}
         phase_started = time.perf_counter()
-        for attempt in range(2):
-            if not pending:
-                return
 
-            def on_message(message: dict) -> None:
-                nonlocal phase_started
-                if "key" in message and message["key"] in pending:
-                    now = time.perf_counter()
-                    timed = bool(message["result"].get("metrics", {}).get("per_shape")) and self.device == "cuda"
-                    self.phase_seconds["timing" if timed else "check"] += now - phase_started
-                    phase_started = now
-                    del pending[message["key"]]
-                    finished(message["key"], message["result"])
+        def one(key: int, raw: dict) -> None:
+            nonlocal phase_started
+            now = time.perf_counter()
+            timed = bool(raw.get("metrics", {}).get("per_shape")) and self.device == "cuda"
+            self.phase_seconds["timing" if timed else "check"] += now - phase_started
+            phase_started = now
+            finished(key, raw)
 
-            try:
-                self.judge.request("evaluate", on_message, jobs=list(pending.values()))
-            except JudgeLost as lost:
-                if attempt == 1:
-                    for key in list(pending):
-                        finished(key, {"verdict": "fail", "stage": "correctness", "error_type": "runtime_error",
-                                       "message": f"the judge died twice while this candidate was evaluated: {lost}"})  # fmt: skip
-                        del pending[key]
+        if jobs:
+            self.backend.evaluate(jobs, one)
 
     def evaluate(self, cand: Candidate, baseline: EvalResult | None = None) -> EvalResult:
         return self.evaluate_many([cand], baseline)[0]
@@ -360,14 +228,7 @@ class Evaluator:
         (free of run-to-run drift), each cross-checked against the judge's own wall clock. GPU only."""
         if self.device != "cuda":
             raise RuntimeError("re-timing needs a GPU: interpreted timings only rank")
-        jobs = [self._job(i, cand) for i, cand in enumerate(candidates)]
-        answers: dict[int, dict] = {}
-
-        def on_message(message: dict) -> None:
-            for key, raw in message.get("results", {}).items():
-                answers[int(key)] = raw
-
-        self.judge.request("retime", on_message, jobs=jobs)
+        answers = self.backend.retime([self._job(i, cand) for i, cand in enumerate(candidates)])
         out = []
         for i, cand in enumerate(candidates):
             result = self._finish(answers.get(i, {"verdict": "fail", "stage": "timing", "error_type": "runtime_error",
@@ -459,28 +320,36 @@ def _geomean_us(per_shape: list[ShapeTiming]) -> float | None:
 # --------------------------------------------------------------------------------------------
 # functional API: one judge per task and device for the life of this process (a run's rounds share it)
 
-_SHARED: dict[tuple, JudgeClient] = {}
+_SHARED: dict[tuple, Any] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_judge(task: Task, device: str, settings: EvalSettings) -> JudgeClient:
+def make_backend(task: Task, device: str, settings: EvalSettings) -> Any:
+    """The backend ``settings.cluster`` names: None this machine's judge, else a Dask cluster."""
+    root = Path(settings.workdir) if settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+    root.mkdir(parents=True, exist_ok=True)
+    hidden = draw_hidden_shapes(task, device, settings)
+    if settings.cluster:
+        from tools.cluster import DaskBackend
+
+        return DaskBackend(settings.cluster, task, device, settings.for_judge(device), hidden, root)
+    return LocalBackend(str(task.folder), device, settings.for_judge(device), hidden, root)
+
+
+def _shared_backend(task: Task, device: str, settings: EvalSettings) -> Any:
     key = (str(task.folder), device, json.dumps(settings.for_judge(device), sort_keys=True),
-           settings.hidden_shapes, settings.hidden_seed, settings.workdir)  # fmt: skip
+           settings.hidden_shapes, settings.hidden_seed, settings.workdir, settings.cluster)  # fmt: skip
     with _SHARED_LOCK:
-        judge = _SHARED.get(key)
-        if judge is None:
-            root = Path(settings.workdir) if settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
-            root.mkdir(parents=True, exist_ok=True)
-            judge = JudgeClient(task, device, settings, draw_hidden_shapes(task, device, settings), root)
-            _SHARED[key] = judge
-        return judge
+        if key not in _SHARED:
+            _SHARED[key] = make_backend(task, device, settings)
+        return _SHARED[key]
 
 
 @atexit.register
-def close_shared_judges() -> None:
+def close_shared_backends() -> None:
     with _SHARED_LOCK:
-        for judge in _SHARED.values():
-            judge.close()
+        for backend in _SHARED.values():
+            backend.close()
         _SHARED.clear()
 
 
@@ -496,7 +365,7 @@ def evaluate_many(
     task = task if isinstance(task, Task) else load_task(task)
     device = resolve_device(device)
     settings = settings or EvalSettings.for_task(task)
-    evaluator = Evaluator(task, device, settings, judge=_shared_judge(task, device, settings))
+    evaluator = Evaluator(task, device, settings, backend=_shared_backend(task, device, settings))
     return evaluator.evaluate_many(candidates, baseline, on_result)
 
 
