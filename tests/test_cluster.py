@@ -42,20 +42,23 @@ def test_two_workers_share_a_batch_and_a_killed_worker_loses_nothing(tmp_path):
     task = load_task(TASK)
     settings = EvalSettings(cluster="local:2", workdir=str(tmp_path), check_timeout_s=120)
     batch = _batch(12)
-    arrived: list[int] = []
+    arrived: list[str] = []
     killed_after: list[int] = []
 
-    def kill_one_worker_after_the_first_result() -> None:
+    def kill_the_first_worker_to_answer() -> None:
         while not arrived:
-            time.sleep(0.2)
-        worker = evaluator.backend.local.procs[1]  # w0 (procs[0] is the scheduler)
+            time.sleep(0.05)
+        name = arrived[0].split(" ")[0]  # "w0" or "w1"
+        worker = evaluator.backend.local.procs[1 + int(name[1:])]  # procs[0] is the scheduler
         killed_after.append(len(arrived))
-        os.killpg(worker.pid, signal.SIGKILL)  # the worker and its judge, mid-batch
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker, mid-batch
+        killed.append(worker)
 
+    killed: list = []
     with Evaluator(task, "cpu", settings) as evaluator:
-        killer = threading.Thread(target=kill_one_worker_after_the_first_result, daemon=True)
+        killer = threading.Thread(target=kill_the_first_worker_to_answer, daemon=True)
         killer.start()
-        results = evaluator.evaluate_many(batch, on_result=lambda i, r: arrived.append(i))
+        results = evaluator.evaluate_many(batch, on_result=lambda i, r: arrived.append(r.worker))
         workers = {r.worker.split(" ")[0] for r in results}
     assert len(results) == len(batch)
     for cand, r in zip(batch, results, strict=True):
@@ -64,7 +67,5 @@ def test_two_workers_share_a_batch_and_a_killed_worker_loses_nothing(tmp_path):
         else:
             assert r.passed, (r.error_type, r.message)
     assert killed_after and killed_after[0] < len(batch)  # it died with candidates still open
-    assert evaluator.backend.local.procs[1].poll() is not None
-    assert workers == {"w0", "w1"}, workers  # both judged some; w1 finished what w0 left
-    after_kill = [r.worker for r in results[killed_after[0]:]]
-    assert after_kill
+    assert killed[0].poll() is not None
+    assert workers == {"w0", "w1"}, workers  # both judged some: the other finished what the dead one left
