@@ -37,6 +37,7 @@ from tools import sandbox, staging
 from tools.channel import ChannelError, JudgeEnd
 from tools.compare import check_described, compare, same_bits, sample_positions, scale_at, unravel
 from tools.references import Entry, ReferenceCache, TaskFailure
+from tools.results import merge_launch_resources
 from tools.task import bytes_moved, load_task
 from tools.timing import TimingSettings, copy_bandwidth_gbps, flush_l2, poison_value
 from tools.zygote import Zygote
@@ -378,8 +379,10 @@ class Checks:
                               details={**where, "input": i, "index": index})  # fmt: skip
 
     def interpreted_times(self) -> list[dict]:
-        """Wall time of three interpreted calls per CPU shape (ranks only), each call's outputs checked."""
-        rows = []
+        """Wall time of three interpreted calls per CPU shape (ranks only), each call's outputs checked; the
+        kernels launched at those shapes join the resources, as a GPU's timed shapes do."""
+        rows: list[dict] = []
+        timed: list[dict] = []
         for shape, dtype in self.task.workload("cpu"):
             entry = self.judge.entry(shape, dtype, 0, "correctness")
             samples = []
@@ -391,7 +394,8 @@ class Checks:
             samples.sort()
             rows.append({"shape": shape, "dtype": dtype, "median_us": samples[1], "min_us": samples[0],
                          "spread": samples[1] / samples[0], "method": "interpreter"})  # fmt: skip
-            self.s.resources.setdefault("timed_kernels", []).extend(kernels)
+            timed.extend(kernels)
+        self.s.resources["kernels"] = merge_launch_resources(timed, self.s.resources.get("kernels", []))
         return rows
 
 

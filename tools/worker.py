@@ -205,11 +205,12 @@ def copy_outputs(out: tuple, arena: torch.Tensor, specs: list[dict] | None) -> b
     return True
 
 
-def compiled_kernels(recorder: LaunchRecorder, since: int, shape: Any) -> list[dict[str, Any]]:
-    """Grid and compiled resources of each kernel launched since ``since`` (Triton specializes per shape)."""
+def compiled_kernels(recorder: LaunchRecorder, since: int, shape: Any, config: dict) -> list[dict[str, Any]]:
+    """Grid and compiled resources of each kernel launched since ``since`` (Triton specializes per shape);
+    without a compiled kernel (the interpreter) the warps are the config's."""
     kernels = []
     for launch in recorder.launches[since:]:
-        entry = {"name": launch["name"], "grid": launch["grid"], "shape": shape}
+        entry = {"name": launch["name"], "grid": launch["grid"], "shape": shape, "num_warps": config.get("num_warps")}
         compiled = recorder.compiled.get(launch["name"])
         if compiled is not None:
             entry.update({k: v for k, v in kernel_resources(compiled).items() if v is not None})
@@ -262,7 +263,7 @@ class Session:
             "outputs": describe_outputs(out, self.arena),
             "copied": copy_outputs(out, self.arena, msg.get("places")),
             "wall_us": wall_us,
-            "kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape")),
+            "kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape"), self.cand.config),
         }
         del out
         kept = guard.kept_alive()
@@ -312,7 +313,7 @@ class Session:
         self.cand.after_candidate_code("timing")
         self.graph = {"graph": graph, "call": launch, "inputs": own, "outputs": outs, "method": method,
                       "alternate": None}
-        return {"method": method, "kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape")),
+        return {"method": method, "kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape"), self.cand.config),
                 "outputs": describe_outputs(outs, self.arena)}  # fmt: skip
 
     def _run(self) -> None:
