@@ -23,7 +23,9 @@ def ruled(review: Review, critique: Critique) -> Review:
     )
 
 
-def take_revisions(revising: list[Review], kept: list[Review], new: list[Review]) -> tuple[list[Review], list[Review]]:
+def take_revisions(
+    revising: list[Review], kept: list[Review], new: list[Review]
+) -> tuple[list[Review], list[Review]]:
     """(the batch to review again, the dropped): ``kept`` are the approved reviews, ``new`` one review
     per proposal of the revise round, paired with what it revises by ``proposal.revises``."""
     batch, dropped, answered = list(kept), [], set()

@@ -141,7 +141,9 @@ def after_critic(reviews: list[Review], used: int, critic_rounds: int) -> Decisi
 def after_propose(proposed: int, mode: ProposeMode, answer: Proposed) -> Decision:
     """``proposed``: how many proposals go to the critic; ``answer``: what the proposer said."""
     if proposed or mode == "revise":
-        return Decision(source="propose", to="critic", reason=f"{proposed} proposal(s) in {mode} mode", mode=mode)
+        return Decision(
+            source="propose", to="critic", reason=f"{proposed} proposal(s) in {mode} mode", mode=mode
+        )
     if answer.converged:
         return ending("propose", Stop(status="converged", reason=answer.reason))
     why = answer.reason or "no reason given"

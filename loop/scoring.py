@@ -17,9 +17,7 @@ def judged_roofline(per_shape: Iterable[ShapeRow], min_dims: dict[str, int] | No
     """The roofline % a roofline target is judged on: the lowest among the per-shape rows (every dtype)
     whose shape has every dim >= ``min_dims`` (task.json target.min_dims; every row when None)."""
     pcts = [
-        r.roofline_pct
-        for r in per_shape
-        if r.roofline_pct is not None and meets_min_dims(r.shape, min_dims)
+        r.roofline_pct for r in per_shape if r.roofline_pct is not None and meets_min_dims(r.shape, min_dims)
     ]
     return min(pcts) if pcts else None
 
@@ -79,7 +77,9 @@ def target_met(best: Attempt, baseline: Attempt, target: Target) -> str | None:
     return None
 
 
-def held_for_review(attempts: Iterable[Attempt], shown: Iterable[int], best_us: float | None) -> list[Attempt]:
+def held_for_review(
+    attempts: Iterable[Attempt], shown: Iterable[int], best_us: float | None
+) -> list[Attempt]:
     """Attempts held as suspicious speedups over the baseline (not beyond the roofline) that would beat
     the best and that no human has been shown yet (``shown``: attempt numbers reviewed or approved)."""
     seen = set(shown)

@@ -25,9 +25,13 @@ class RunInput(BaseModel):
 
     task: str = Field(default="", description="task folder or its task.json")
     device: str = Field(default="auto", description='"auto" | "cpu" | "cuda"; resolved by setup')
-    model: str = Field(default="expert", description='SPEC of the diagnoser and proposer: "expert" or a chat model SPEC')
+    model: str = Field(
+        default="expert", description='SPEC of the diagnoser and proposer: "expert" or a chat model SPEC'
+    )
     critic_model: str | None = Field(default=None, description="SPEC of the critic; None uses ``model``")
-    seed: int = Field(default=0, description="seed of every random choice (the search is deterministic under it)")
+    seed: int = Field(
+        default=0, description="seed of every random choice (the search is deterministic under it)"
+    )
     overrides: dict[str, Any] = Field(
         default={}, description="settings overrides, keys as in configs/default.yaml (--rounds, --set)"
     )
@@ -42,7 +46,8 @@ class RunState(RunInput):
     settings: Settings = Field(description="merged, validated settings (loop.settings)")
     started_at: float = Field(description="Unix time setup started")
     active_s: Annotated[float, operator.add] = Field(
-        default=0.0, description="seconds spent inside nodes (the minutes budget counts these, not human waits)"
+        default=0.0,
+        description="seconds spent inside nodes (the minutes budget counts these, not human waits)",
     )
 
     # -- the search space as it stands (the human may widen or constrain it) ------------------
@@ -80,7 +85,9 @@ class RunState(RunInput):
         default={}, description='{"ncu_unavailable": reason} once ncu could not profile'
     )
     diagnosis: Diagnosis | None = Field(description="the diagnoser's last Diagnosis")
-    proposals: list[Review] = Field(description="this round's proposals under review (replaced, not appended)")
+    proposals: list[Review] = Field(
+        description="this round's proposals under review (replaced, not appended)"
+    )
     rejected: Annotated[list[Review], operator.add] = Field(
         default=[], description="proposals the critic rejected or the proposer withdrew: never evaluated"
     )

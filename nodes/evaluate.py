@@ -81,8 +81,9 @@ def to_candidates(
     extra_modules = {name: e.model_copy() for name, e in state.extra_modules.items()}
     for r in approved:
         p = r.proposal
+        source = p.source if p.source is not None else module_source(step.task, state, step.folder, p.module)
         cand = Candidate(
-            source=p.source if p.source is not None else module_source(step.task, state, step.folder, p.module),
+            source=source,
             config=p.config,
             rationale=p.rationale,
             origin=r.origin,

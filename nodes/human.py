@@ -177,9 +177,7 @@ def pause_summary(state: RunState) -> dict[str, Any]:
         return a.model_dump(mode="json", include={"n", "module", "config", *keys})
 
     failures = [a for a in state.attempts if not a.passed][-5:]
-    held = [
-        a for a in state.attempts if a.held == "speedup" and a.n not in state.approved and a.geomean_us
-    ]
+    held = [a for a in state.attempts if a.held == "speedup" and a.n not in state.approved and a.geomean_us]
     return {
         "why": state.route.reason,
         "round": state.round,
@@ -207,7 +205,9 @@ def human(state: RunState, step: Step) -> Command[Literal["diagnose", "critic", 
     answer, parsed = ask(state, step.task, summary, step.folder.root)
     update = apply_answer(parsed, step)
     standing = standing_of(state, step.task.spec.target)
-    decision = after_human(parsed["action"], standing.model_copy(update={"best": update.get("best", state.best)}))
+    decision = after_human(
+        parsed["action"], standing.model_copy(update={"best": update.get("best", state.best)})
+    )
     update["human"] = parsed
     # Whatever the answer, the held candidates were shown: they do not ask again.
     update["held_reviewed"] = sorted(set(state.held_reviewed) | {a.n for a in standing.held})

@@ -290,7 +290,8 @@ def plot_progress(state: RunState, path: Path) -> None:
     ax.set_xlabel("round")
     ax.set_ylabel("geomean time (us)" + (", Triton interpreter" if best.interpreted else ""))
     ax.set_title(
-        f"{state.task_name}: best time per round" + (" (interpreted: no speed claim)" if best.interpreted else "")
+        f"{state.task_name}: best time per round"
+        + (" (interpreted: no speed claim)" if best.interpreted else "")
     )
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()

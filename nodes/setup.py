@@ -39,7 +39,9 @@ def setup(state: RunInput, step: Step) -> Update:
     note = " (Triton interpreter: ranks only, no speed claim)" if result.device.interpreted else ""
     config = baseline.config
     step.audit(f"baseline {task.baseline_name} {config}: {result.metrics.geomean_us:.2f} us geomean{note}")
-    step.emit("baseline", status="done", geomean_us=baseline.geomean_us, budget=settings.budget, device=device)
+    step.emit(
+        "baseline", status="done", geomean_us=baseline.geomean_us, budget=settings.budget, device=device
+    )
     return {
         "task": str(Path(state.task).resolve()),
         "device": device,
@@ -101,7 +103,13 @@ def first_state(task: Task, settings: Settings, baseline: Attempt, elapsed: floa
         "rounds_done": 0,
         "progress": [
             ProgressEntry(
-                round=0, best_us=us, round_best_us=us, table_us=us, evaluated=1, passed=1, active_s=round(elapsed, 1)
+                round=0,
+                best_us=us,
+                round_best_us=us,
+                table_us=us,
+                evaluated=1,
+                passed=1,
+                active_s=round(elapsed, 1),
             )
         ],
         "streaks": Streaks(),

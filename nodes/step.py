@@ -68,7 +68,9 @@ class Step:
         """A progress event on the graph's custom stream (the CLI's terminal view)."""
         get_stream_writer()(plain({"event": event, **fields}))
 
-    def go(self, decision: Decision, update: Update, *, key: str | None = None, said: str | None = None) -> Command:
+    def go(
+        self, decision: Decision, update: Update, *, key: str | None = None, said: str | None = None
+    ) -> Command:
         """Follow ``decision``: its line in the trail (``said``, by default "-> to: reason"), the route
         and the run's end, when it ends, in the update."""
         self.audit(said or f"-> {decision.to}: {decision.reason}", key=key)
@@ -91,7 +93,11 @@ def node(name: str) -> Callable[[Decide], Callable[..., Update | Command]]:
             return plain({**out, "active_s": step.elapsed()})
 
         hints = get_type_hints(decide)  # LangGraph reads the state type and the routes from these
-        run.__annotations__ = {"state": hints["state"], "runtime": Runtime[RunContext], "return": hints["return"]}
+        run.__annotations__ = {
+            "state": hints["state"],
+            "runtime": Runtime[RunContext],
+            "return": hints["return"],
+        }
         run.__name__ = run.__qualname__ = name
         run.__doc__, run.__module__ = decide.__doc__, decide.__module__
         return run

@@ -77,9 +77,11 @@ def test_the_search_is_deterministic_under_the_seed():
 
 
 def test_low_parallelism_steers_to_more_smaller_programs_and_the_split_variant():
-    props = ExpertProposer(search(restart_fraction=0)).propose(
-        ctx([BASE], round_=2, bottleneck="low_parallelism")
-    ).proposals
+    props = (
+        ExpertProposer(search(restart_fraction=0))
+        .propose(ctx([BASE], round_=2, bottleneck="low_parallelism"))
+        .proposals
+    )
     moves = [p for p in props if "one step from #0" in p.rationale]
     assert moves, [p.rationale for p in props]
     first = moves[0]
@@ -92,9 +94,11 @@ def test_low_parallelism_steers_to_more_smaller_programs_and_the_split_variant()
 
 
 def test_register_spills_steer_to_smaller_tiles_or_more_warps():
-    props = ExpertProposer(search(restart_fraction=0)).propose(
-        ctx([BASE], round_=2, bottleneck="register_spills")
-    ).proposals
+    props = (
+        ExpertProposer(search(restart_fraction=0))
+        .propose(ctx([BASE], round_=2, bottleneck="register_spills"))
+        .proposals
+    )
     head = [p for p in props if p.module == "baseline.py"][:3]
     for p in head:
         changed = {k for k in p.config if p.config[k] != BASE["config"][k]}
@@ -176,9 +180,11 @@ def test_revise_answers_a_resource_objection_with_a_smaller_tile():
         **LIMITS,
         "max_registers_per_thread": 40,
     }  # 128 elements over 64 threads ~ 28 regs: fits only smaller
-    (fixed,) = ExpertProposer(search()).propose(
-        ctx([BASE], mode="revise", revise=revise, device_limits=limits)
-    ).proposals
+    (fixed,) = (
+        ExpertProposer(search())
+        .propose(ctx([BASE], mode="revise", revise=revise, device_limits=limits))
+        .proposals
+    )
     assert fixed.revises == 0 and len(fixed.answers) == 1
     assert fixed.config["BLOCK_S"] < 128 or fixed.config["num_warps"] > 2
 

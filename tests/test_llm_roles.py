@@ -146,7 +146,9 @@ def test_fix_mode_sends_the_full_log_and_the_failing_source_back():
     )
     failure = attempt(1, p.config, None, module="multirow.py", identity=candidate_identity(broken, p.config),
                       log=log, details={})  # fmt: skip
-    [fix] = proposer.propose(make_ctx(mode="fix", last_failure=failure, history=[BASELINE, failure])).proposals
+    [fix] = proposer.propose(
+        make_ctx(mode="fix", last_failure=failure, history=[BASELINE, failure])
+    ).proposals
     assert fix.source == ROWS_SOURCE
     text = prompt_text(model)
     assert "Mode: fix" in text and log in text  # every line of the log, verbatim

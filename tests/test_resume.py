@@ -193,7 +193,9 @@ def test_fix_mode_reads_the_failing_source_from_the_run_folder(tmp_path):
 
     (tmp_path / "candidates").mkdir()
     (tmp_path / "candidates" / "abc.py").write_text("def launch(x):\n    return x  # broken\n")
-    attempt = Attempt(n=1, round=1, identity="abc", module="baseline.py", candidate="candidates/abc.py", verdict="fail")
+    attempt = Attempt(
+        n=1, round=1, identity="abc", module="baseline.py", candidate="candidates/abc.py", verdict="fail"
+    )
     failure = with_log(attempt, RunFolder(tmp_path)).model_dump()
     assert failure["source"].startswith("def launch(x)") and failure["log"] == ""
     gone = Attempt(n=2, round=1, identity="gone", module="baseline.py", verdict="fail")

@@ -37,8 +37,9 @@ def target_met(state: dict[str, Any], target: dict[str, Any]) -> str | None:
 
 def after_critic(state: dict[str, Any]) -> dict[str, Any]:
     reviews = [
-        Review.model_validate({"proposal": Proposal(module="baseline.py", config={}, rationale="r"),
-                               "origin": "expert", **r})  # fmt: skip
+        Review.model_validate(
+            {"proposal": Proposal(module="baseline.py", config={}, rationale="r"), "origin": "expert", **r}
+        )  # fmt: skip
         for r in state["proposals"]
     ]
     used, rounds = state.get("critic_round", 0), state["settings"]["critic_rounds"]
@@ -58,7 +59,9 @@ def round_outcome(attempts: list[dict[str, Any]], compile_error_types: list[str]
 
 
 def update_streaks(current: dict[str, Any], outcome: dict[str, Any], improved: bool) -> dict[str, Any]:
-    return streaks.Streaks.model_validate(current).after(streaks.RoundOutcome(**outcome), improved).model_dump()
+    return (
+        streaks.Streaks.model_validate(current).after(streaks.RoundOutcome(**outcome), improved).model_dump()
+    )
 
 
 def table_geomean(attempts: list[dict[str, Any]], approved: list[int] | tuple = ()) -> float | None:

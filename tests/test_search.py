@@ -119,7 +119,11 @@ def test_the_pruning_bound_sits_at_half_the_baseline_speed():
     history = [base, kept, pruned]
 
     def parents(**search: Any) -> set[int | None]:
-        props = ExpertProposer(settings(restart_fraction=0, **search)).propose(context(history, 2, seed=0)).proposals
+        props = (
+            ExpertProposer(settings(restart_fraction=0, **search))
+            .propose(context(history, 2, seed=0))
+            .proposals
+        )
         return {parent_of(p.rationale) for p in props}
 
     assert parents() == {0, 1}
