@@ -11,16 +11,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-Bottleneck = Literal[
-    "memory_bound",
-    "compute_bound",
-    "memory_access_pattern",
-    "register_spills",
-    "low_parallelism",
-    "contention",
-    "latency_bound",
-]
-BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
+from profiles.classify import LABELS, Label
+
+# A diagnosis names one of the profile snapshot's bottleneck labels.
+Bottleneck = Label
+BOTTLENECKS = LABELS
 
 ProposeMode = Literal["explore", "fix", "reflect", "revise"]
 

@@ -1,4 +1,4 @@
-"""The graph end to end with scripted agents: every edge of DESIGN section 5, and what the next node got.
+"""The graph end to end with scripted agents: every edge of loop/routes.py, and what the next node got.
 
 A scripted evaluator answers from a table (tests/graph_support.py) so each route is reached in a
 second; the real evaluator runs in tests/test_graph_cli.py, tests/test_resume.py and tests/test_studio.py.
