@@ -52,6 +52,7 @@ def evaluate(
         target=step.task.spec.target,
         budget=budget.after_round(len(attempts), step.elapsed()),
         held=held_for_review([*state.attempts, *attempts], shown, judged.best.geomean_us),
+        stop=state.stop,
     )
     decision = after_evaluate(standing, judged.streaks, state.settings.routing)
     progress = judged.progress.model_dump(exclude={"active_s"})

@@ -50,6 +50,7 @@ class Step:
 
     @cached_property
     def folder(self) -> RunFolder:
+        """The run folder where this process finds it (setup, which makes it, sets it)."""
         return folder_of(self.run, self.context)
 
     @property

@@ -527,3 +527,24 @@ def test_a_run_folder_moved_while_paused_resumes_where_it_is_now(tmp_path):
     report = json.loads((moved / "report.json").read_text())
     assert report["status"] == "stopped_by_human" and report["run_dir"] == str(moved)
     assert (moved / "kernel.py").is_file() and not old.exists()
+
+
+def test_the_checkpointed_state_holds_plain_json_and_each_node_its_active_seconds(tmp_path):
+    """Nodes receive typed records but hand back plain JSON, so a checkpoint reloads in any process
+    without pydantic objects in it; every node's update adds the seconds it took to ``active_s``."""
+    updates: list[dict[str, Any]] = []
+    run = Run(tmp_path, ScriptedProposer([[prop(64, 1)]]), **one_per_round(rounds=1))
+    for chunk in run.app.stream(run.inputs, run.config, context=run.context, stream_mode="updates"):
+        updates += [u for node, u in chunk.items() if node != "__interrupt__"]
+
+    def plain(value: Any) -> bool:
+        if isinstance(value, dict):
+            return all(isinstance(k, str) and plain(v) for k, v in value.items())
+        if isinstance(value, list):
+            return all(plain(v) for v in value)
+        return value is None or isinstance(value, str | int | float | bool)
+
+    state = run.state
+    assert plain(state) and json.loads(json.dumps(state)) == state
+    assert all(u["active_s"] > 0 for u in updates) and len(updates) == 6
+    assert state["active_s"] == pytest.approx(sum(u["active_s"] for u in updates))
