@@ -8,7 +8,7 @@ wins), importable with only torch and triton installed.
 The module's ``launch(*inputs)`` runs the exported config, or the config the table picks for the
 inputs' shape; ``launch(*inputs, **config)`` runs any config of the search space on the single
 config's source, so the module is itself a candidate the evaluator accepts (a module with
-``launch(*inputs, **config)``, as tasks/README.md describes).
+``launch(*inputs, **config)``: docs/CONTRACTS.md).
 Sources are merged as written: imports hoisted, each ``launch`` renamed ``_launch_<tag>``, and any
 other top-level name two sources share suffixed with the later one's tag.
 
