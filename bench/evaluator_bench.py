@@ -26,9 +26,8 @@ import triton  # noqa: E402
 
 from tools.candidate import Candidate  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator, _default_parallel  # noqa: E402
-from tools.task import load_task, torch_dtype  # noqa: E402
+from tools.task import bytes_moved, load_task, torch_dtype  # noqa: E402
 from tools.timing import TimingSettings, copy_bandwidth_gbps, time_fn  # noqa: E402
-from tools.worker import bytes_moved  # noqa: E402
 
 
 def torch_rows(task, settings: TimingSettings, copy_gbps: float) -> list[dict]:
@@ -81,13 +80,14 @@ def baseline_rows(task, evaluator: Evaluator) -> tuple[list[dict], dict, list[di
     return [r.model_dump() for r in first.metrics.per_shape], first.resources, repeat
 
 
-def throughput(n: int, workdir: Path, variant: str = "") -> dict:
-    """N add_rmsnorm configs through every stage. ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" (empty: the
-    evaluator's defaults), so two settings can be compared on the same batch in the same run."""
+def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm") -> dict:
+    """N configs of one task (a seeded shuffle of every module's space) through every stage.
+    ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" (empty: the evaluator's defaults), so two settings can be
+    compared on the same batch in the same run."""
     import itertools
     import statistics
 
-    task = load_task(REPO / "tasks" / "add_rmsnorm")
+    task = load_task(REPO / task_path)
     rng = random.Random(0)
     pool = []
     for module in task.module_names:
@@ -107,8 +107,13 @@ def throughput(n: int, workdir: Path, variant: str = "") -> dict:
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
     started = time.perf_counter()
+
+    def progress(i: int, r) -> None:  # what a killed run still shows
+        seconds = {k: round(v, 1) for k, v in r.stage_seconds.items()}
+        print(f"  {time.perf_counter() - started:6.1f} s  #{i} {r.verdict} {r.error_type or ''} {seconds}", flush=True)
+
     with Evaluator(task, "cuda", settings) as evaluator:
-        results = evaluator.evaluate_many(batch)
+        results = evaluator.evaluate_many(batch, on_result=progress)
         phases = dict(evaluator.phase_seconds)
     wall = time.perf_counter() - started
     verdicts: dict[str, int] = {}
@@ -119,6 +124,7 @@ def throughput(n: int, workdir: Path, variant: str = "") -> dict:
         for stage, sec in r.stage_seconds.items():
             stages.setdefault(stage, []).append(sec)
     return {
+        "task": task.name,
         "candidates": len(batch),
         "wall_s": wall,
         "per_minute": 60 * len(batch) / wall,
@@ -175,7 +181,7 @@ def markdown(report: dict) -> str:
         lines += [
             "## Throughput",
             "",
-            "The same add_rmsnorm configs through static → compile → correctness → timing, once per setting "
+            f"The same {report['throughput']['task']} configs through static → compile → correctness → timing, once per setting "
             "(check workers in parallel / timing warmup ms / rep ms). Stage seconds are per candidate, "
             "inside its worker (mean).",
             "",
@@ -206,6 +212,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     parser.add_argument("--tasks", default="add_rmsnorm,softmax,gqa_decode")
     parser.add_argument("--throughput", type=int, default=0)
+    parser.add_argument("--throughput-task", default="tasks/add_rmsnorm", help="task folder, relative to the repository")
     parser.add_argument(
         "--throughput-variants",
         default="",
@@ -252,7 +259,7 @@ def main() -> None:
         variants = [v for v in args.throughput_variants.split(",") if v] or [""]
         report["throughput_variants"] = []
         for variant in variants:
-            measured = throughput(args.throughput, Path(args.workdir), variant)
+            measured = throughput(args.throughput, Path(args.workdir), variant, args.throughput_task)
             print(json.dumps(measured), flush=True)
             report["throughput_variants"].append(measured)
             (out / "evaluator_baselines.json").write_text(json.dumps(report, indent=2, default=str))

@@ -7,7 +7,9 @@
 #                                              SUITE_MINUTES and SUITE_SEARCH_TIMEOUT change the budget)
 #         memory-two-runs                      two graph runs per task sharing a case library (tests/test_memory_graph.py)
 #         suite-time-TASK                      bench/suite.py timing of one task: best, baseline, eager,
-#                                              torch.compile default + max-autotune (+ SDPA), copy bandwidth
+#                                              torch.compile per shape (default, max-autotune) and dynamic, the
+#                                              task's library anchors, copy bandwidth, both clocks (Liger-Kernel
+#                                              from .whl/: bench/anchors_session.sh installs it)
 #         throughput-ab                        the same 24 configs under several PARALLEL/WARMUP/REP settings
 #         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
 #         llm-transcript                       the scripted LLM add_rmsnorm transcript on the GPU (tests/test_llm_gpu.py)
@@ -43,7 +45,7 @@ for part in $PARTS; do
                       --stages search,export --minutes "${SUITE_MINUTES:-8}" \
                       --search-timeout "${SUITE_SEARCH_TIMEOUT:-560}" 2>&1 | tail -5 ;;
     suite-time-*) timeout 590 python3 bench/suite.py --out "$OUT/suite" --tasks "${part#suite-time-}" \
-                    --stages time --compile default,max-autotune 2>&1 | tail -30 ;;
+                    --stages time 2>&1 | tail -30 ;;
     memory-two-runs) timeout 590 python3 -m pytest tests/test_memory_graph.py -m gpu -k two_runs_on_the_gpu -s -q \
                        -p no:cacheprovider 2>&1 | tee "$OUT/memory-two-runs.log" | grep -v "^$" | tail -12 ;;
     *) echo "unknown part: $part" ;;

@@ -9,17 +9,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
-# Plot order and labels of the methods the suite times.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+from bench.anchors import ANCHORS  # noqa: E402
+
+# Plot order and labels of the methods the suite times: ours, then the anchors.
 METHODS: dict[str, str] = {
     "best": "our best",
     "baseline": "baseline",
     "eager": "torch eager",
-    "compile": "torch.compile",
-    "max_autotune": "torch.compile max-autotune",
-    "sdpa": "torch SDPA (enable_gqa)",
+    "compile": "torch.compile static",
+    "max_autotune": "torch.compile max-autotune static",
+    "compile_dynamic": "torch.compile dynamic",
+    **{name: anchor.label for name, anchor in ANCHORS.items()},
 }
 STYLE = {  # color, marker, line width: ours stands out
     "best": ("tab:green", "o", 2.4),
@@ -27,8 +33,10 @@ STYLE = {  # color, marker, line width: ours stands out
     "eager": ("tab:blue", ".", 1.0),
     "compile": ("tab:orange", "^", 1.0),
     "max_autotune": ("tab:purple", "v", 1.0),
+    "compile_dynamic": ("tab:olive", "<", 1.0),
     "sdpa": ("tab:brown", "D", 1.0),
 }
+LIBRARY_STYLE = ("tab:pink", "P", 1.2)  # the Liger anchors (a task has one of them)
 
 
 def shape_label(shape: dict[str, int], dtype: str, dtypes: int) -> str:
@@ -60,7 +68,7 @@ def plot_roofline(report: dict[str, Any], path: str | Path) -> Path:
             ]
             if not points:
                 continue
-            color, marker, width = STYLE[method]
+            color, marker, width = STYLE.get(method, LIBRARY_STYLE)
             ax.plot(*zip(*points, strict=True), marker=marker, linewidth=width, color=color, label=label)
         copy = t.get("copy_gbps")
         if copy:

@@ -53,10 +53,9 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import triton
 
-    from bench.suite import _tuple, check_outputs
-    from tools.task import import_file, load_task, torch_dtype
+    from bench.suite_time import _tuple, check_outputs
+    from tools.task import bytes_moved, import_file, load_task, torch_dtype
     from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, time_fn
-    from tools.worker import bytes_moved
 
     task = load_task(REPO / "tasks" / args.task)
     settings = TimingSettings()

@@ -187,7 +187,7 @@ def test_speedups_beyond_ten_times_or_the_roofline_are_held_and_say_which():
                           gbps=pct * 40, roofline_pct=pct)  # fmt: skip
         return EvalResult(verdict="pass", stage="timing", metrics=Metrics(per_shape=[row]))
 
-    with Evaluator(load_task(TASK), "cpu", EvalSettings(fork_workers=False)) as evaluator:
+    with Evaluator(load_task(TASK), "cpu", EvalSettings()) as evaluator:
         baseline = timed(100.0, 5.0)
         assert evaluator._judge_timing(timed(20.0, 25.0), baseline).stage == "done"  # 5x: a result
         fast = evaluator._judge_timing(timed(5.0, 90.0), baseline)  # 20x, within the roofline
@@ -218,7 +218,7 @@ def test_a_task_with_a_naive_baseline_raises_the_hold_threshold_but_never_the_ro
     task = load_task(folder)
     assert EvalSettings.for_task(task).suspicious_speedup == 50
     assert EvalSettings.for_task(task, suspicious_speedup=30).suspicious_speedup == 30  # the run's override
-    with Evaluator(task, "cpu", EvalSettings.for_task(task, fork_workers=False)) as evaluator:
+    with Evaluator(task, "cpu", EvalSettings.for_task(task)) as evaluator:
         baseline = timed(100.0, 2.0)
         assert evaluator._judge_timing(timed(5.0, 40.0), baseline).stage == "done"  # 20x: a result here
         held = evaluator._judge_timing(timed(1.0, 100.0), baseline)  # 100x

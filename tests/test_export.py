@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import timeit
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ import torch
 from tools.candidate import Candidate
 from tools.dispatch import TimedCandidate
 from tools.evaluate import EvalSettings, Evaluator, evaluate
-from tools.export import build_export, export_to_run, main
+from tools.export import build_export, export_candidate, export_to_run, main
 from tools.run_folder import RunFolder
 from tools.task import Task, load_task
 
@@ -160,3 +161,91 @@ def test_a_config_outside_the_search_space_is_refused(tmp_path, capsys):
     code = main([str(AXPY), "--candidate", str(AXPY / "baseline.py"), "--config", '{"BLOCK": 100, "num_warps": 4}',
                  "--out", str(tmp_path / "k.py")])  # fmt: skip
     assert code == 2 and "BLOCK=100" in capsys.readouterr().err and not (tmp_path / "k.py").exists()
+
+
+# What the module's docstring promises a user without a GPU, run as that user would: a fresh process,
+# the file alone on its path, CPU tensors.
+ON_THE_CPU = """
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import exported
+
+torch.manual_seed(0)
+x, r, w = (torch.randn(4, 256), torch.randn(4, 256), torch.randn(256))
+y, h = exported.launch(x, r, w)
+# The docstring's torch.compile form: the call is kept out of the graph and runs as it does here.
+compiled = torch.compile(lambda x, r, w: torch.compiler.disable(exported.launch)(x, r, w)[0] * 2.0)
+doubled = compiled(x, r, w)
+print(json.dumps({"y": y.tolist(), "h": h.tolist(), "doubled": doubled.tolist()}))
+"""
+
+
+def test_an_exported_module_runs_on_a_machine_without_a_gpu_as_its_docstring_says(tmp_path):
+    """With TRITON_INTERPRET=1 set before the process imports triton, CPU tensors run through the
+    interpreter, called directly and behind torch.compiler.disable inside torch.compile."""
+    task = load_task(RMSNORM)
+    text, _ = export_candidate(task, task.baseline_source, {"ROWS": 2, "num_warps": 4}, "baseline.py")
+    assert "set TRITON_INTERPRET=1 in the environment before triton is first imported" in text
+    (tmp_path / "exported.py").write_text(text)
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", ON_THE_CPU, str(tmp_path)], cwd=tmp_path, capture_output=True,
+        text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    torch.manual_seed(0)  # the same draws as the child process made
+    x, r, w = (torch.randn(4, 256), torch.randn(4, 256), torch.randn(256))
+    y, h = task.reference(x, r, w)
+    torch.testing.assert_close(torch.tensor(got["h"]), h)
+    torch.testing.assert_close(torch.tensor(got["y"]), y, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(torch.tensor(got["doubled"]), 2 * y, rtol=1e-4, atol=1e-4)
+
+
+# A launcher with no kernel, so that a call's cost is the Python around it.
+NO_KERNEL = '''"""No kernel: the launcher returns its inputs."""
+
+
+def launch(x, r, w, *, ROWS: int, num_warps: int):
+    return x, r
+'''
+
+
+def test_launch_costs_a_few_python_calls_more_than_the_kernels_own_launcher(tmp_path):
+    """The per-shape choice is made once: a later call is a dict lookup and one call of the chosen
+    launcher with its config bound in, table or not. Measured against one plain Python call on this
+    machine, so the bound holds on a slow CPU too (the table of the earlier release cost 14 such calls)."""
+    task = load_task(RMSNORM)
+    for name in ("one.py", "two.py"):
+        (tmp_path / name).write_text(NO_KERNEL)
+
+    def timed(identity: str, module: str, config: dict, us: dict[int, float]) -> TimedCandidate:
+        rows = [{"shape": {"M": m, "N": 256}, "dtype": "bfloat16", "median_us": t, "min_us": t, "spread": 1.0}
+                for m, t in us.items()]  # fmt: skip
+        return TimedCandidate(identity=identity, module=module, config=config, per_shape=rows,
+                              source_path=str(tmp_path / module))  # fmt: skip
+
+    one = timed("a1", "one.py", {"ROWS": 1, "num_warps": 4}, {1: 5.0, 4: 9.0, 16: 30.0})
+    two = timed("b2", "two.py", {"ROWS": 2, "num_warps": 8}, {1: 6.0, 4: 6.0, 16: 28.0})
+    inputs = (torch.empty(16, 256), torch.empty(16, 256), torch.empty(256))
+    own: dict = {}
+    exec(NO_KERNEL, own)
+    calls = 20000
+
+    def per_call_us(fn) -> float:
+        return min(timeit.repeat(fn, number=calls, repeat=7)) / calls * 1e6
+
+    plain = per_call_us(lambda: (lambda *a: a)(*inputs))
+    direct = per_call_us(lambda: own["launch"](*inputs, ROWS=2, num_warps=8))
+    for candidates, kind in (([one, two], "table"), ([two], "single")):
+        text, summary, _ = build_export(task, candidates, device="a test fixture")
+        assert summary.dispatch == kind
+        module: dict = {}
+        exec(compile(text, f"exported_{kind}", "exec"), module)
+        assert module["launch"](*inputs) == inputs[:2]
+        overhead = per_call_us(lambda m=module: m["launch"](*inputs)) - direct
+        assert overhead < 8 * plain, (
+            f"{kind}: launch adds {overhead:.3f} us, a plain call takes {plain:.3f} us"
+        )

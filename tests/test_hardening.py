@@ -104,7 +104,7 @@ def test_signalling_another_process_is_stopped_at_run_time_and_the_next_candidat
     good = Candidate(source=(HERE / "fixtures" / "candidates" / "good.py").read_text(), config=CONFIG)
     with Evaluator(task, "cpu", settings) as evaluator:
         stopped, after = evaluator.evaluate_many([cheat, good])
-        zygote = evaluator._zygote.proc.pid
+        zygote = evaluator.judge.last_done["zygote_pid"]
         state = Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[0]
         assert state != "T"  # not stopped: it forks the next worker at once
     assert stopped.error_type == "forbidden_construct" and "os.kill to process" in stopped.message

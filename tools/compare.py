@@ -233,3 +233,63 @@ def changed_inputs(inputs: tuple, saved: tuple) -> list[int]:
         for now, before in zip(inputs, saved, strict=True)
     ]
     return [i for i, changed in enumerate(_read_back(flags)) if changed]
+
+
+def check_described(described: list[dict[str, Any]], expected: tuple, device: str) -> Mismatch | None:
+    """``check_structure`` on what a worker reports of its outputs (the judge never holds them as objects):
+    count, tensor type, shape, dtype, device, and no output in the memory the inputs were handed in."""
+    if len(described) != len(expected):
+        return Mismatch(
+            "mismatch", f"launch() returned {len(described)} output(s), the reference returns {len(expected)}"
+        )
+    for i, (d, e) in enumerate(zip(described, expected, strict=True)):
+        if "shape" not in d:
+            return Mismatch("mismatch", f"output {i} is a {d.get('type', '?')}, not a tensor", {"output": i})
+        if d["type"] != "Tensor":
+            return Mismatch("forbidden_construct", f"output {i} is a tensor subclass ({d['type']})", {"output": i})
+        if tuple(d["shape"]) != tuple(e.shape):
+            return Mismatch(
+                "mismatch",
+                f"output {i} has shape {list(d['shape'])}, expected {list(e.shape)}",
+                {"output": i, "got_shape": list(d["shape"]), "expected_shape": list(e.shape)},
+            )
+        want = str(e.dtype).removeprefix("torch.")
+        if d["dtype"] != want:
+            return Mismatch("mismatch", f"output {i} has dtype {d['dtype']}, expected {want}", {"output": i})
+        if d["device"] != device:
+            return Mismatch("mismatch", f"output {i} is on {d['device']}, expected {device}", {"output": i})
+        if d.get("aliases_input"):
+            return Mismatch(
+                "forbidden_construct", f"output {i} aliases an input's memory (returns an input or a view)",
+                {"output": i},
+            )  # fmt: skip
+    return None
+
+
+def sample_positions(numel: int, count: int, generator: torch.Generator) -> torch.Tensor:
+    """About ``count`` distinct flat positions (all of them when the output is smaller), sorted; drawn in
+    O(count), not by permuting every position (outputs of hundreds of millions of elements)."""
+    if numel <= count:
+        return torch.arange(numel)
+    return torch.randint(numel, (count,), generator=generator).unique()
+
+
+def unravel(flat: torch.Tensor, shape: tuple[int, ...]) -> list[list[int]]:
+    """Flat positions as one index list per dimension (what indexing by ``out[i0, i1, ...]`` takes)."""
+    if not shape:
+        return []
+    return [ix.tolist() for ix in torch.unravel_index(flat, shape)]
+
+
+def scale_at(expected: torch.Tensor, flat: torch.Tensor, row_scale: bool) -> torch.Tensor:
+    """The scale ``compare``'s elementwise rule uses at these flat positions: |expected|, or with
+    ``row_scale`` max(|expected|, the RMS of its row)."""
+    e_all = expected.detach().reshape(-1).to(torch.float64)
+    at = flat.to(e_all.device)
+    scale = e_all[at].abs()
+    row = int(expected.shape[-1]) if expected.dim() >= 2 else 0
+    if row_scale and ROW_SCALE_MIN_ROW <= row <= CHUNK:  # only the rows sampled
+        rows = e_all.reshape(-1, row)[at // row]
+        rows = torch.where(torch.isfinite(rows), rows, torch.zeros_like(rows))
+        scale = torch.maximum(scale, rows.square().mean(dim=1).sqrt())
+    return scale

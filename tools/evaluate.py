@@ -1,40 +1,40 @@
-"""The evaluator: static → compile → correctness → timing → done, each candidate in its own process.
+"""The evaluator: static checks here, then the judge (tools/judge.py) runs compile, correctness and
+timing with each candidate in its own worker process, and the timings are judged here.
 
     python -m tools.evaluate TASK CANDIDATE.py [--config JSON] [--device cuda|cpu|auto] [--json]
 
 Exit 0: passed; 1: the candidate was rejected; 2: the task or the command line is wrong.
 
-``evaluate_many`` runs static checks here, compile + correctness in parallel worker processes (one
-per candidate, CPU cores permitting), then times the survivors one at a time per GPU in a timing
-server that reuses each candidate's Triton cache, so nothing is compiled twice.
+Processes: this one (static checks, holds for review) never imports a candidate; the judge (one per task
+and device, kept for the whole run) holds the inputs and expected outputs and compares; each candidate
+runs in a worker the judge's zygote forks. A judge that dies is started again and its unfinished
+candidates are sent again, once.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tools import sandbox
+from tools.backend import LocalBackend
 from tools.candidate import Candidate, candidate_identity
 from tools.dispatch import geomean_or_none
 from tools.results import EvalResult, ShapeTiming, merge_launch_resources
 from tools.static_check import check_source
 from tools.task import Task, TaskError, evaluator_overrides, load_task
 from tools.timing import TimingSettings
-from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,17 +55,15 @@ class EvalSettings:
     # Resource limits of a worker process (sandbox): open files, core dumps off, address space on CPU.
     max_open_files: int = 4096
     cpu_address_space_bytes: int = 12 << 30
+    max_file_bytes: int = 1 << 30  # any one file a worker writes (its log): a flood dies with SIGXFSZ
     # Extra correctness shapes drawn per run near the workload shapes (a kernel tuned to the benchmark
     # shapes only fails them); None draws a fresh seed each run.
     hidden_shapes: int = 1
     hidden_seed: int | None = None
-    # Off only to test the run-time sandbox behind the static checks.
+    # Off only to test the run-time defenses behind the static checks.
     static_checks: bool = True
-    # Fork check workers from one process that has imported torch and Triton already (tools/zygote.py)
-    # instead of starting each in a fresh interpreter; off falls back to one interpreter per candidate.
-    fork_workers: bool = field(
-        default_factory=lambda: os.environ.get("KERNEL_AGENT_FORK_WORKERS", "1") != "0"
-    )
+    # None: this machine's judge; "local:N" or "tcp://HOST:PORT": a Dask cluster (tools/cluster.py)
+    cluster: str | None = None
 
     @classmethod
     def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
@@ -74,6 +72,19 @@ class EvalSettings:
         A task whose baseline is naive declares a higher ``suspicious_speedup``: a correct kernel at the
         roofline may be far more than 10x faster. The roofline check holds every candidate regardless."""
         return cls(**(evaluator_overrides(task.spec.settings) | overrides))
+
+    def for_judge(self, device: str) -> dict[str, Any]:
+        """What the judge process is started with (tools.judge.JudgeSettings)."""
+        return {
+            "seeds": self.seeds,
+            "check_timeout_s": self.check_timeout_s,
+            "timing_timeout_s": self.timing_timeout_s,
+            "parallel": self.parallel or _default_parallel(device),
+            "max_open_files": self.max_open_files,
+            "cpu_address_space_bytes": self.cpu_address_space_bytes,
+            "file_bytes": self.max_file_bytes,
+            "timing": asdict(self.timing),
+        }
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -89,162 +100,27 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-# --------------------------------------------------------------------------------------------
-# one worker process
+def _default_parallel(device: str) -> int:
+    # GPU: one check worker per core but one, at most 15: 24 at once broke five candidates of 24 with
+    # runtime errors on the H200 (likely memory, several GB each at 16384x8192), 15 broke none
+    # (bench/results/evaluator_baselines_h200.md).
+    cores = os.cpu_count() or 1
+    return max(1, min(cores - 1, 15)) if device == "cuda" else max(1, min(cores, 2))
 
 
-def _worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["TRITON_CACHE_DIR"] = str(triton_cache)
-    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
-    env["TMPDIR"] = str(scratch / "tmp")  # temporary files stay in the sandbox
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    return env
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    sandbox.kill_group(proc.pid)
-    proc.wait()
-
-
-def _run_check_worker(job: dict, scratch: Path, settings: EvalSettings, zygote: Zygote | None = None) -> dict:
-    job_file, out_file = scratch / "job.json", scratch / "check.json"
-
-    def fresh_job() -> None:
-        job_file.write_text(json.dumps({**job, "spawned_at": time.time()}))
-        out_file.unlink(missing_ok=True)
-
-    fresh_job()
-    argv = ["check", str(job_file), str(out_file)]
-    env = _worker_env(job["device"], Path(job["triton_cache"]), scratch)
-    limits = {
-        "max_open_files": settings.max_open_files,
-        "cpu_seconds": settings.check_timeout_s * 2 + 60,
-        "address_space": settings.cpu_address_space_bytes if job["device"] == "cpu" else None,
-    }
-    outcome = None
-    if zygote is not None and zygote.alive:
-        own = {key: env[key] for key in ("TRITON_CACHE_DIR", "TMPDIR")}
-        try:
-            outcome = zygote.run(argv, scratch, own, limits, settings.check_timeout_s)
-        except RuntimeError:  # the zygote failed (its worker is killed): a fresh interpreter instead
-            fresh_job()
-    returncode, text = outcome or _spawn_worker(argv, scratch, env, limits, settings.check_timeout_s)
-    if returncode is None:
-        return {
-            "verdict": "fail",
-            "stage": "correctness",
-            "error_type": "timeout",
-            "message": f"the candidate did not finish within {settings.check_timeout_s:.0f} s "
-            "(hang or runaway loop); its worker was killed",
-        }
-    if out_file.exists():
-        result = json.loads(out_file.read_text())
-        if result.get("verdict") == "fail" and not result.get("log"):
-            result["log"] = text[-20000:]
-        return result
-    return _died(returncode, text, "correctness")
-
-
-def _spawn_worker(
-    argv: list[str], scratch: Path, env: dict[str, str], limits: dict[str, Any], timeout: float
-) -> tuple[int | None, str]:
-    """A worker in a fresh interpreter: (exit code, output), exit code None when killed at timeout."""
-    proc = subprocess.Popen(
-        [*sandbox.network_isolation(), sys.executable, "-P", "-m", "tools.worker", *argv],
-        cwd=scratch,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=sandbox.limits(**limits),
-    )
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return None, ""
-    return proc.returncode, output.decode(errors="replace")
-
-
-def _died(returncode: int | None, output: str, stage: str) -> dict:
-    error_type = "crash"
-    if returncode == -signal.SIGXCPU:
-        error_type = "timeout"
-        message = "the worker used up its CPU-time limit (SIGXCPU): the candidate computes on the host"
-    elif returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name
-        message = f"the worker died with {name} (e.g. an out-of-bounds access)"
-    else:
-        message = f"the worker exited with status {returncode} without a result"
-    return {
-        "verdict": "fail",
-        "stage": stage,
-        "error_type": error_type,
-        "message": message,
-        "log": output[-20000:],
-    }
-
-
-class TimingServer:
-    """A long-lived timing worker on one GPU; restarted after a crash, timeout or tampering."""
-
-    def __init__(self, settings: EvalSettings, scratch_root: Path):
-        self.settings = settings
-        self.scratch_root = scratch_root
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> subprocess.Popen:
-        log = open(self.scratch_root / "timing_server.log", "ab")  # noqa: SIM115 - owned by the process
-        self.proc = subprocess.Popen(
-            [*sandbox.network_isolation(), sys.executable, "-P", "-m", "tools.worker", "serve"],
-            cwd=self.scratch_root,
-            env=_worker_env("cuda", self.scratch_root / "triton_cache_unused", self.scratch_root),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            preexec_fn=sandbox.limits(self.settings.max_open_files, cpu_seconds=None, address_space=None),
-        )
-        return self.proc
-
-    def time(self, job: dict) -> dict:
-        proc = self.proc if self.proc and self.proc.poll() is None else self.start()
-        out = Path(job["out"])
-        out.unlink(missing_ok=True)
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write((json.dumps(job) + "\n").encode())
-        proc.stdin.flush()
-        line: list[bytes] = []
-        reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(self.settings.timing_timeout_s)
-        if reader.is_alive():
-            _kill_group(proc)
-            return {
-                "verdict": "fail",
-                "stage": "timing",
-                "error_type": "timeout",
-                "message": f"timing did not finish within {self.settings.timing_timeout_s:.0f} s",
-            }
-        if out.exists():
-            result = json.loads(out.read_text())
-            if result.get("tampered") or proc.poll() is not None:
-                self.close()
-            return result
-        proc.wait(timeout=30)
-        log = (self.scratch_root / "timing_server.log").read_bytes().decode(errors="replace")
-        self.proc = None
-        return _died(proc.returncode, log, "timing")
-
-    def close(self) -> None:
-        if self.proc is not None:
-            sandbox.stop_server(self.proc)
-        self.proc = None
+def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[dict[str, int]]:
+    """Shapes near the workload that the candidate's author cannot know in advance."""
+    rng = random.Random(settings.hidden_seed)
+    known = [shape for shape, _ in task.workload(device) + task.check_workload(device)]
+    hidden: list[dict[str, int]] = []
+    for _ in range(settings.hidden_shapes * 20):
+        if len(hidden) >= settings.hidden_shapes:
+            break
+        base = rng.choice([shape for shape, _ in task.workload(device)])
+        shape = {dim: max(1, size + rng.randint(-3, 3)) for dim, size in base.items()}
+        if shape not in known and shape not in hidden:
+            hidden.append(shape)
+    return hidden
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,46 +128,29 @@ class TimingServer:
 
 
 class Evaluator:
-    """Evaluates candidates of one task on one device. Reuse it across rounds (one timing server)."""
+    """Evaluates candidates of one task on one device. Reuse it across rounds: one judge, whose input sets
+    and references are made once."""
 
-    def __init__(self, task: Task, device: str = "auto", settings: EvalSettings | None = None):
+    def __init__(self, task: Task, device: str = "auto", settings: EvalSettings | None = None, backend: Any = None):
         self.task = task
         self.device = resolve_device(device)
         self.settings = settings or EvalSettings.for_task(task)
-        root = (
-            Path(self.settings.workdir)
-            if self.settings.workdir
-            else Path(tempfile.mkdtemp(prefix="ka-eval-"))
-        )
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = root
-        self._server: TimingServer | None = None
-        self._zygote: Zygote | None = None
         self.calls = 0
         # wall seconds per phase over this evaluator's life: where a batch's time goes
         self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
-        self.hidden_shapes = draw_hidden_shapes(task, self.device, self.settings)
+        self._owns_backend = backend is None
+        self.backend = backend or make_backend(task, self.device, self.settings)
+        self.hidden_shapes = self.backend.hidden_shapes
         self.sandbox = sandbox.describe(self.device)
 
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        if self._zygote is not None:
-            self._zygote.close()
-            self._zygote = None
+    @property
+    def judge(self) -> Any:
+        """The local backend's judge process (tests look at its zygote)."""
+        return self.backend.judge
 
-    def _worker_source(self) -> Zygote | None:
-        """The zygote that forks check workers (started once, restarted if it died), or None."""
-        if not self.settings.fork_workers:
-            return None
-        if self._zygote is None or not self._zygote.alive:
-            if self._zygote is not None:
-                self._zygote.close()
-            env = _worker_env(self.device, self.root / "zygote_triton_cache", self.root)
-            env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # an is_available() there must not initialize CUDA
-            self._zygote = Zygote(sandbox.network_isolation(), self.root, env, self.settings.max_open_files)
-        return self._zygote
+    def close(self) -> None:
+        if self._owns_backend:
+            self.backend.close()
 
     def __enter__(self) -> Evaluator:
         return self
@@ -304,30 +163,16 @@ class Evaluator:
         problems = self.task.config_problems(cand.config, cand.module)
         if problems:
             return EvalResult.failure(
-                "static",
-                "out_of_search_space",
-                "config outside the task's search space: " + "; ".join(problems),
+                "static", "out_of_search_space", "config outside the task's search space: " + "; ".join(problems)
             )
         report = check_source(cand.source, self.task.spec.constraints.forbid)
         if not report.ok and self.settings.static_checks:
-            return EvalResult.failure(
-                "static", report.error_type or "forbidden_construct", report.message, report.log
-            )
+            return EvalResult.failure("static", report.error_type or "forbidden_construct", report.message, report.log)
         return None
 
-    def _job(self, cand: Candidate, scratch: Path) -> dict:
-        path = scratch / "candidate.py"
-        path.write_text(cand.source)
-        return {
-            "task": str(self.task.folder),
-            "candidate": str(path),
-            "config": cand.config,
-            "device": self.device,
-            "identity": cand.identity,
-            "seeds": self.settings.seeds,
-            "hidden_shapes": self.hidden_shapes,
-            "triton_cache": str(scratch / "triton_cache"),
-        }
+    @staticmethod
+    def _job(key: int, cand: Candidate) -> dict[str, Any]:
+        return {"key": key, "source": cand.source, "config": cand.config, "identity": cand.identity}
 
     def evaluate_many(
         self,
@@ -337,139 +182,78 @@ class Evaluator:
     ) -> list[EvalResult]:
         started = time.perf_counter()
         results: list[EvalResult | None] = [None] * len(candidates)
-        jobs: dict[int, dict] = {}
+
+        def done(i: int, result: EvalResult) -> None:
+            result.identity = candidates[i].identity
+            result.sandbox = self.sandbox
+            results[i] = result
+            if on_result:
+                on_result(i, result)
+
+        jobs = []
         for i, cand in enumerate(candidates):
             self.calls += 1
             rejected = self._static(cand)
             if rejected is not None:
-                rejected.identity = cand.identity
-                results[i] = rejected
-                if on_result:
-                    on_result(i, rejected)
-                continue
-            scratch = self.root / f"{cand.identity}-{time.time_ns()}"
-            (scratch / "triton_cache").mkdir(parents=True)
-            jobs[i] = self._job(cand, scratch)
-
-        checking = time.perf_counter()
-        self.phase_seconds["static"] += checking - started
-        checked: dict[int, dict] = {}
-        if self.device == "cuda" and jobs and self._server is None:
-            # Start the timing server now: its imports overlap the checks instead of following them.
-            self._server = TimingServer(self.settings, self.root)
-            self._server.start()
-        workers = self.settings.parallel or _default_parallel(self.device)
-        zygote = self._worker_source()
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {
-                i: pool.submit(_run_check_worker, job, Path(job["candidate"]).parent, self.settings, zygote)
-                for i, job in jobs.items()
-            }
-            for i, fut in futures.items():
-                checked[i] = fut.result()
-                if checked[i].get("verdict") != "pass" or self.device != "cuda":
-                    results[i] = self._finish(candidates[i], checked[i], None, baseline)
-                    if on_result:
-                        on_result(i, results[i])
-
-        timing = time.perf_counter()
-        self.phase_seconds["check"] += timing - checking
-        if self.device == "cuda":
-            for i, job in jobs.items():
-                if checked[i].get("verdict") != "pass":
-                    continue
-                timing_job = {
-                    **job,
-                    "out": str(Path(job["candidate"]).parent / "timing.json"),
-                    "timing": asdict(self.settings.timing),
-                }
-                assert self._server is not None  # started before the checks
-                timed_at = time.perf_counter()
-                timed = self._server.time(timing_job)
-                results[i] = self._finish(candidates[i], checked[i], timed, baseline)
-                results[i].stage_seconds["timing"] = time.perf_counter() - timed_at
-                if on_result:
-                    on_result(i, results[i])
-        self.phase_seconds["timing"] += time.perf_counter() - timing
+                done(i, rejected)
+            else:
+                jobs.append(self._job(i, cand))
+        self.phase_seconds["static"] += time.perf_counter() - started
+        self._judge_jobs(jobs, lambda key, raw: done(key, self._finish(raw, baseline)))
         elapsed = time.perf_counter() - started
         final = [r for r in results if r is not None]
         for r in final:
-            r.sandbox = self.sandbox
             r.seconds = r.seconds or elapsed / max(len(final), 1)
         return final
+
+    def _judge_jobs(self, jobs: list[dict], finished: Callable[[int, dict], None]) -> None:
+        phase_started = time.perf_counter()
+
+        def one(key: int, raw: dict) -> None:
+            nonlocal phase_started
+            now = time.perf_counter()
+            timed = bool(raw.get("metrics", {}).get("per_shape")) and self.device == "cuda"
+            self.phase_seconds["timing" if timed else "check"] += now - phase_started
+            phase_started = now
+            finished(key, raw)
+
+        if jobs:
+            self.backend.evaluate(jobs, one)
 
     def evaluate(self, cand: Candidate, baseline: EvalResult | None = None) -> EvalResult:
         return self.evaluate_many([cand], baseline)[0]
 
     def retime(self, candidates: list[Candidate]) -> list[EvalResult]:
-        """Time candidates that already passed back to back in one timing-server job (same process,
-        repeats interleaved), for comparisons free of run-to-run drift. GPU only.
-
-        Each result carries timings only (static and correctness are not repeated) and is judged for
-        unstable or suspicious timing like any other."""
+        """Time candidates that already passed, each in a fresh worker, their repeats interleaved on one GPU
+        (free of run-to-run drift), each cross-checked against the judge's own wall clock. GPU only."""
         if self.device != "cuda":
-            raise RuntimeError("re-timing in one process needs a GPU: interpreted timings only rank")
-        scratch = self.root / f"retime-{time.time_ns()}"
-        (scratch / "triton_cache").mkdir(parents=True)
-        entries = []
+            raise RuntimeError("re-timing needs a GPU: interpreted timings only rank")
+        answers = self.backend.retime([self._job(i, cand) for i, cand in enumerate(candidates)])
+        out = []
         for i, cand in enumerate(candidates):
-            path = scratch / f"candidate_{i}.py"
-            path.write_text(cand.source)
-            entries.append({"candidate": str(path), "config": cand.config, "identity": cand.identity})
-        job = {
-            "kind": "compare",
-            "task": str(self.task.folder),
-            "identity": "compare",
-            "candidates": entries,
-            "triton_cache": str(scratch / "triton_cache"),
-            "out": str(scratch / "timing.json"),
-            "timing": asdict(self.settings.timing),
-        }
-        if self._server is None:
-            self._server = TimingServer(self.settings, self.root)
-        timed = self._server.time(job)
-        fields = EvalResult.model_fields
-        results = []
-        for i, cand in enumerate(candidates):
-            entry = (timed.get("results") or [timed] * len(candidates))[i]
-            data = {k: v for k, v in entry.items() if k in fields and k != "metrics"}
-            result = EvalResult.model_validate({**data, "device": timed.get("device", {})})
+            result = self._finish(answers.get(i, {"verdict": "fail", "stage": "timing", "error_type": "runtime_error",
+                                                  "message": "the judge returned no re-time"}), None)  # fmt: skip
             result.identity = cand.identity
-            if result.passed:
-                result.metrics = result.metrics.model_validate(entry["metrics"])
-                result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
-                result = self._judge_timing(result, None)
-            results.append(result)
-        return results
+            out.append(result)
+        return out
 
     # -- merging ------------------------------------------------------------------------------
-    def _finish(
-        self, cand: Candidate, checked: dict, timed: dict | None, baseline: EvalResult | None
-    ) -> EvalResult:
-        data = {k: v for k, v in checked.items() if k in EvalResult.model_fields}
+    def _finish(self, raw: dict, baseline: EvalResult | None) -> EvalResult:
+        data = {k: v for k, v in raw.items() if k in EvalResult.model_fields}
         result = EvalResult.model_validate(data)
-        result.identity = cand.identity
         if result.verdict != "pass":
             return result
-        if timed is None:  # CPU: interpreted timings only
-            result.stage = "done"
-            result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
-            return result
-        if timed.get("verdict") != "pass":
-            merged = EvalResult.model_validate(
-                {**data, **{k: v for k, v in timed.items() if k in EvalResult.model_fields}}
-            )
-            merged.identity = cand.identity
-            return merged
-        result.metrics = result.metrics.model_validate(timed["metrics"])
-        if timed.get("grids"):
-            kernels = merge_launch_resources(timed["grids"], result.resources.get("kernels", []))
+        if raw.get("grids"):
+            kernels = merge_launch_resources(raw["grids"], result.resources.get("kernels", []))
             result.resources["kernels"] = kernels
             for key in ("n_regs", "n_spills", "shared_bytes"):  # the worst over the timed shapes
                 values = [k[key] for k in kernels if k.get(key) is not None]
                 if values:
                     result.resources[key] = max(values)
         result.metrics.geomean_us = _geomean_us(result.metrics.per_shape)
+        if self.device != "cuda":  # CPU: interpreted timings only
+            result.stage = "done"
+            return result
         return self._judge_timing(result, baseline)
 
     def _judge_timing(self, result: EvalResult, baseline: EvalResult | None) -> EvalResult:
@@ -523,21 +307,6 @@ def held_speedup(
     return None
 
 
-def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[dict[str, int]]:
-    """Shapes near the workload that the candidate's author cannot know in advance."""
-    rng = random.Random(settings.hidden_seed)
-    known = [shape for shape, _ in task.workload(device) + task.check_workload(device)]
-    hidden: list[dict[str, int]] = []
-    for _ in range(settings.hidden_shapes * 20):
-        if len(hidden) >= settings.hidden_shapes:
-            break
-        base = rng.choice([shape for shape, _ in task.workload(device)])
-        shape = {dim: max(1, size + rng.randint(-3, 3)) for dim, size in base.items()}
-        if shape not in known and shape not in hidden:
-            hidden.append(shape)
-    return hidden
-
-
 def _reject(result: EvalResult, stage: str, error_type: str, message: str) -> EvalResult:
     result.verdict, result.stage, result.error_type, result.message = "fail", stage, error_type, message
     return result
@@ -548,16 +317,40 @@ def _geomean_us(per_shape: list[ShapeTiming]) -> float | None:
     return geomean_or_none(r.median_us for r in per_shape if r.median_us and r.median_us > 0)
 
 
-def _default_parallel(device: str) -> int:
-    # GPU: one check worker per core but one, at most 15: 24 at once broke five candidates of 24 with
-    # runtime errors on the H200 (likely memory, several GB each at 16384x8192), 15 broke none
-    # (bench/results/evaluator_baselines_h200.md).
-    cores = os.cpu_count() or 1
-    return max(1, min(cores - 1, 15)) if device == "cuda" else max(1, min(cores, 2))
-
-
 # --------------------------------------------------------------------------------------------
-# functional API
+# functional API: one judge per task and device for the life of this process (a run's rounds share it)
+
+_SHARED: dict[tuple, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def make_backend(task: Task, device: str, settings: EvalSettings) -> Any:
+    """The backend ``settings.cluster`` names: None this machine's judge, else a Dask cluster."""
+    root = Path(settings.workdir) if settings.workdir else Path(tempfile.mkdtemp(prefix="ka-eval-"))
+    root.mkdir(parents=True, exist_ok=True)
+    hidden = draw_hidden_shapes(task, device, settings)
+    if settings.cluster:
+        from tools.cluster import DaskBackend
+
+        return DaskBackend(settings.cluster, task, device, settings.for_judge(device), hidden, root)
+    return LocalBackend(str(task.folder), device, settings.for_judge(device), hidden, root)
+
+
+def _shared_backend(task: Task, device: str, settings: EvalSettings) -> Any:
+    key = (str(task.folder), device, json.dumps(settings.for_judge(device), sort_keys=True),
+           settings.hidden_shapes, settings.hidden_seed, settings.workdir, settings.cluster)  # fmt: skip
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = make_backend(task, device, settings)
+        return _SHARED[key]
+
+
+@atexit.register
+def close_shared_backends() -> None:
+    with _SHARED_LOCK:
+        for backend in _SHARED.values():
+            backend.close()
+        _SHARED.clear()
 
 
 def evaluate_many(
@@ -570,8 +363,10 @@ def evaluate_many(
     settings: EvalSettings | None = None,
 ) -> list[EvalResult]:
     task = task if isinstance(task, Task) else load_task(task)
-    with Evaluator(task, device, settings) as evaluator:
-        return evaluator.evaluate_many(candidates, baseline, on_result)
+    device = resolve_device(device)
+    settings = settings or EvalSettings.for_task(task)
+    evaluator = Evaluator(task, device, settings, backend=_shared_backend(task, device, settings))
+    return evaluator.evaluate_many(candidates, baseline, on_result)
 
 
 def evaluate(
@@ -628,9 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         task = load_task(args.task)
         source = Path(args.candidate).read_text()
         module = args.module or (
-            Path(args.candidate).name
-            if Path(args.candidate).name in task.module_names
-            else task.baseline_name
+            Path(args.candidate).name if Path(args.candidate).name in task.module_names else task.baseline_name
         )
         config = json.loads(args.config) if args.config else task.default_config(module)
         if not isinstance(config, dict):
@@ -642,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = EvalSettings.for_task(task)
     if args.timeout:
         settings.check_timeout_s = args.timeout
-    result = evaluate(task, source, config, device=device, module=module, settings=settings)
+    with Evaluator(task, device, settings) as evaluator:
+        result = evaluator.evaluate(Candidate(source=source, config=config, module=module))
     print(result.model_dump_json(indent=2) if args.json else _render(result))
     if result.details.get("task_error"):  # the task's own reference or make_inputs failed
         print(f"error: the task is wrong: {result.message}", file=sys.stderr)

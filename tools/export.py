@@ -42,8 +42,9 @@ from tools.task import Task, TaskError, load_task, torch_dtype
 
 # Names the generated part of the module defines; a source's own names are renamed around them.
 RESERVED = frozenset(
-    {"launch", "choose", "CONFIG", "DEFAULT", "DISPATCH", "SHAPE_DIMS", "DTYPE_INPUT", "_dims", "_pick"}
-)
+    {"launch", "launcher_for", "choose", "CONFIG", "DEFAULT", "DISPATCH", "SHAPE_DIMS", "DTYPE_INPUT",
+     "_dims", "_pick", "_LAUNCHERS", "_BOUND"}
+)  # fmt: skip
 
 
 class ExportError(ValueError):
@@ -293,60 +294,113 @@ def render_module(
     """The module text. ``default`` = (entry, config); ``table`` rows = (bucket key, dtype, entry, config)."""
     entries = [default[0]] + [e for _, _, e, _ in table or [] if e.tag != default[0].tag]
     unique = list({e.tag: e for e in entries}.values())
-    imports, bodies, launchers = merge_sources(unique, ("functools", "math") if table else ())
-    description = task.spec.description.split(". ")[0].rstrip(".")
-    default_entry, default_config = default
-    usage = (
-        "    outputs = launch(*inputs)              # the config the table picks for these shapes\n"
-        if table
-        else "    outputs = launch(*inputs)              # the exported config\n"
-    )
-    doc = (
-        f'"""{task.name}: {description}.\n\n'
-        + textwrap.fill(f"Exported by kernel-agent (python -m tools.export). {note}", width=100)
-        + "\n\n"
-        f"    from {task.name}_kernel import launch   # or whatever this file is named\n"
-        f"{usage}"
-        "    outputs = launch(*inputs, **config)    # any config of the search space, on "
-        f"{default_entry.module}\n\n"
-        "Needs only torch and triton.\n"
-        '"""\n\n'
-    )
+    imports, bodies, launchers = merge_sources(unique, ("functools", "math") if table else ("functools",))
     parts = [
-        doc + imports.rstrip("\n"),
+        _module_doc(task, default[0], bool(table), note) + imports.rstrip("\n"),
         *(bodies[e.tag] for e in unique),
     ]  # one blank line after the imports (isort)
-    sep = f"# {'-' * 98}\n"
-    if not table:
-        parts.append(
-            f"{sep}# The exported config ({default_entry.module}).\n"
-            f"CONFIG = {_literal(default_config)}\n\n\n"
-            "def launch(*inputs, **config):\n"
-            '    """Run the kernel with the exported config, or with ``config`` (every key) when given."""\n'
-            f"    return {launchers[default_entry.tag]}(*inputs, **(config or CONFIG))\n"
+    default_launcher = launchers[default[0].tag]
+    if table:
+        layout = probe_layout(task, list(table[0][0]))
+        parts.append(_table_part(default, table, unique, launchers, layout))
+        key = _key_expression(*layout)
+        hot = (
+            f"bound = _BOUND.get({key})\n    if bound is None:\n        bound = launcher_for(*inputs)\n"
+            "    return bound(*inputs)\n"
         )
-        return _tidy("\n\n".join(parts))
+    else:
+        parts.append(
+            f"{SEPARATOR}# The exported config ({default[0].module}), bound to its launcher once.\n"
+            f"CONFIG = {_literal(default[1])}\n"
+            f"_BOUND = functools.partial({default_launcher}, **CONFIG)\n\n\n"
+            "def launcher_for(*inputs):\n"
+            '    """The launcher ``launch(*inputs)`` calls: the kernel\'s own with CONFIG bound in."""\n'
+            "    return _BOUND\n"
+        )
+        hot = "return _BOUND(*inputs)\n"
+    parts.append(_launch_part(default_launcher, hot, bool(table)))
+    return _tidy("\n\n".join(parts))
+
+
+SEPARATOR = f"# {'-' * 98}\n"
+
+
+def _module_doc(task: Task, default_entry: Entry, table: bool, note: str) -> str:
+    """The module's docstring: what it is, how to call it, its host cost, and how to run it without a
+    GPU, in a CUDA graph and under torch.compile."""
+    description = task.spec.description.split(". ")[0].rstrip(".")
+    picks = "the config the table picks for these shapes" if table else "the exported config"
+    cost = (
+        "the config for a shape and dtype is chosen on the first call there and bound to its launcher; "
+        "every later call at that shape and dtype is one dict lookup away from the kernel's own launcher."
+        if table
+        else "the config is bound to the kernel's own launcher once, at import."
+    )
+    paragraphs = [
+        f"Exported by kernel-agent (python -m tools.export). {note}",
+        f"Needs only torch and triton. Host cost: {cost} ``launcher_for(*inputs)`` returns that bound "
+        "launcher, to call it directly.",
+        "Without a GPU: set TRITON_INTERPRET=1 in the environment before triton is first imported "
+        "(``TRITON_INTERPRET=1 python app.py``: Triton reads it when kernels are defined) and pass CPU "
+        "tensors; the kernels then run in Triton's interpreter, correct but slow (small shapes only).",
+        "In a CUDA graph: call ``launch(*inputs)`` once outside the capture (Triton compiles the kernels), "
+        "then capture one call per shape. The config is chosen at capture time; a replay reruns the "
+        "captured kernels on the same input and output buffers:",
+    ]
+    graph = (
+        "    graph = torch.cuda.CUDAGraph()\n"
+        "    with torch.cuda.graph(graph):\n"
+        "        outputs = launch(*inputs)\n"
+        "    graph.replay()   # after refilling the inputs in place; outputs holds the results\n"
+    )
+    compiled = (
+        "Under torch.compile: ``torch.compiler.disable(launch)`` keeps the call out of the graph (a graph "
+        "break; it then runs eagerly, as here). Dynamo also traces Python code that launches Triton "
+        "kernels (PyTorch >= 2.3), so ``launch`` can be called inside a compiled function as it is. To "
+        "give the op a schema other PyTorch subsystems understand, wrap it in ``torch.library.custom_op`` "
+        "(opaque to the compiler; it needs a fake implementation giving the outputs' shapes). In "
+        "Triton's interpreter only the disabled form works: Dynamo cannot trace interpreted kernels."
+    )
+    fill = lambda paragraph: textwrap.fill(paragraph, width=100)
+    return (
+        f'"""{task.name}: {description}.\n\n{fill(paragraphs[0])}\n\n'
+        f"    from {task.name}_kernel import launch   # or whatever this file is named\n"
+        f"    outputs = launch(*inputs)              # {picks}\n"
+        "    outputs = launch(*inputs, **config)    # any config of the search space, on "
+        f"{default_entry.module}\n\n"
+        + "\n\n".join(fill(p) for p in paragraphs[1:])
+        + f"\n\n{graph}\n{fill(compiled)}\n"
+        + '"""\n\n'
+    )
+
+
+def _table_part(
+    default: tuple[Entry, dict[str, Any]],
+    table: list[tuple[dict[str, int], str, Entry, dict[str, Any]]],
+    unique: list[Entry],
+    launchers: dict[str, str],
+    layout_and_dtype_input: tuple[dict[str, tuple[int, int]], int | None],
+) -> str:
+    """The dispatch table, the rule that picks a row, and the per-shape cache of bound launchers."""
     dims = list(table[0][0])
-    layout, dtype_input = probe_layout(task, dims)
+    layout, dtype_input = layout_and_dtype_input
+    default_entry, default_config = default
     rows = "\n".join(
         f'    {{"when": {_literal(key)}, "dtype": "{dtype}", "source": "{entry.tag}", "config": {_literal(cfg)}}},'
         for key, dtype, entry, cfg in table
     )
-    branches = "".join(
-        f'    if source == "{e.tag}":\n        return {launchers[e.tag]}(*inputs, **chosen)\n'
-        for e in unique
-        if e.tag != default_entry.tag
-    )
-    parts.append(
-        f"{sep}# Dispatch table, chosen offline from per-shape timings: a call takes the row nearest to its\n"
+    by_tag = "".join(f'    "{e.tag}": {launchers[e.tag]},\n' for e in unique)
+    return (
+        f"{SEPARATOR}# Dispatch table, chosen offline from per-shape timings: a call takes the row nearest to its\n"
         f"# shape (log2 distance over {', '.join(dims)}){' among the rows of its dtype' if dtype_input is not None else ''}.\n"
         f"SHAPE_DIMS = {_literal(layout)}  # dim -> (input index, axis)\n"
         f"DTYPE_INPUT = {dtype_input}  # the input whose dtype selects the rows (None: one dtype)\n"
         f'DEFAULT = ("{default_entry.tag}", {_literal(default_config)})  # the best single config\n'
-        f"DISPATCH = [\n{rows}\n]\n\n\n"
+        f"DISPATCH = [\n{rows}\n]\n"
+        f"_LAUNCHERS = {{\n{by_tag}}}\n"
+        "_BOUND = {}  # (input shapes, dtype) -> the chosen launcher with its config bound in\n\n\n"
         "def _dims(*inputs):\n"
         "    return tuple((dim, inputs[i].shape[axis]) for dim, (i, axis) in SHAPE_DIMS.items())\n\n\n"
-        "@functools.lru_cache(maxsize=4096)\n"
         "def _pick(dims, dtype):\n"
         "    best, best_distance = -1, math.inf\n"
         "    for n, row in enumerate(DISPATCH):\n"
@@ -363,14 +417,47 @@ def render_module(
         "    if n < 0:\n"
         "        return DEFAULT[0], dict(DEFAULT[1])\n"
         '    return DISPATCH[n]["source"], dict(DISPATCH[n]["config"])\n\n\n'
-        "def launch(*inputs, **config):\n"
-        '    """Run the kernel with the config the table picks, or with ``config`` (every key) on the\n'
-        '    single config\'s source when given."""\n'
-        "    source, chosen = (DEFAULT[0], config) if config else choose(*inputs)\n"
-        f"{branches}"
-        f"    return {launchers[default_entry.tag]}(*inputs, **chosen)\n"
+        "def launcher_for(*inputs):\n"
+        '    """The launcher ``launch(*inputs)`` calls for these inputs, with the chosen config bound in\n'
+        '    (chosen on the first call at their shapes and dtype, then cached)."""\n'
+        f"    key = {_key_expression(layout, dtype_input)}\n"
+        "    bound = _BOUND.get(key)\n"
+        "    if bound is None:\n"
+        "        source, config = choose(*inputs)\n"
+        "        bound = _BOUND[key] = functools.partial(_LAUNCHERS[source], **config)\n"
+        "    return bound\n"
     )
-    return _tidy("\n\n".join(parts))
+
+
+def _key_expression(layout: dict[str, tuple[int, int]], dtype_input: int | None) -> str:
+    """Python source for the cache key of a call: the shapes of the inputs the dims are read from, and
+    the dtype that selects the rows; the same inputs give the same choice."""
+    shapes = [f"inputs[{i}].shape" for i in sorted({i for i, _ in layout.values()})]
+    dtype = [f"inputs[{dtype_input}].dtype"] if dtype_input is not None else []
+    return "(" + ", ".join(shapes + dtype) + ("," if len(shapes + dtype) == 1 else "") + ")"
+
+
+def _launch_part(default_launcher: str, hot: str, table: bool) -> str:
+    """``launch``: a given config on the default source, else the cached launcher (the hot path)."""
+    doc = (
+        "Run the kernel with the config the table picks, or with ``config`` (every key) on the\n"
+        "    single config's source when given."
+        if table
+        else "Run the kernel with the exported config, or with ``config`` (every key) when given."
+    )
+    hot_comment = (
+        "one dict lookup by shape and dtype, once the launcher is bound for them"
+        if table
+        else "the launcher with CONFIG bound in"
+    )
+    return (
+        f"{SEPARATOR}# The hot path: {hot_comment}.\n"
+        "def launch(*inputs, **config):\n"
+        f'    """{doc}"""\n'
+        "    if config:\n"
+        f"        return {default_launcher}(*inputs, **config)\n"
+        f"    {hot}"
+    )
 
 
 # -- from a run or a candidate ---------------------------------------------------------------------------

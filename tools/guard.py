@@ -122,14 +122,32 @@ def _host_bytes_requested(name: str, func: Any, args: tuple, kwargs: dict) -> in
     return meta.untyped_storage().nbytes()  # what the strides need, not just numel
 
 
-class TorchOpGuard(TorchDispatchMode):
-    """Allow-list torch ops inside launch(); poison fresh floating-point allocations."""
+REDZONE_BYTES = 64 << 10  # canary bytes before and after each tensor launch() allocates
+REDZONE_CANARY = 0x5A
 
-    def __init__(self, poison: float | None = math.nan):
+
+def _target_device(args: tuple, kwargs: dict) -> torch.device:
+    if kwargs.get("device") is not None:
+        return torch.device(kwargs["device"])
+    first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    return first.device if first is not None else torch.get_default_device()
+
+
+class TorchOpGuard(TorchDispatchMode):
+    """Allow-list torch ops inside launch(); poison fresh floating-point allocations.
+
+    With ``redzone`` each fresh allocation sits between two bands of canary bytes: ``broken_redzone``
+    then names a store before or past a tensor's ends, and ``kept_alive`` names the allocations still
+    alive after launch() returned other than its outputs (state kept across calls: a cache)."""
+
+    def __init__(self, poison: float | None = math.nan, redzone: int = 0):
         super().__init__()
         self.poison = poison
+        self.redzone = redzone
         self.violations: list[str] = []
         self.allocations: list[torch.Tensor] = []
+        # (buffer with both bands, bytes between them, its storage's use count with no view alive)
+        self._raw: list[tuple[torch.Tensor, int, int]] = []
         self.host_bytes = 0  # host memory requested so far in this call
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -147,12 +165,59 @@ class TorchOpGuard(TorchDispatchMode):
                 f"out of memory: launch() asked for {self.host_bytes / 2**30:.0f} GiB of host memory; a "
                 f"candidate may take at most {HOST_ALLOCATION_LIMIT / 2**30:.0f} GiB"
             )
-        out = func(*args, **kwargs)
+        if name in _ALLOC_OPS and self.redzone:
+            out = self._guarded_allocation(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
         if name in _ALLOC_OPS and isinstance(out, torch.Tensor):
             if self.poison is not None and out.is_floating_point() and out.numel():
                 out.fill_(self.poison)
             self.allocations.append(out)
         return out
+
+    def _guarded_allocation(self, func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+        meta = func(*args, **{**kwargs, "device": torch.device("meta")})
+        nbytes = meta.untyped_storage().nbytes()
+        band = self.redzone
+        with _disable_current_modes():
+            raw = torch.empty(nbytes + 2 * band, dtype=torch.uint8, device=_target_device(args, kwargs))
+            alone = _use_count(raw)
+            raw[:band].fill_(REDZONE_CANARY)
+            raw[band + nbytes :].fill_(REDZONE_CANARY)
+            typed = raw.view(meta.dtype)
+            out = typed.as_strided(meta.shape, meta.stride(), band // meta.element_size())
+        self._raw.append((raw, nbytes, alone))
+        return out
+
+    def broken_redzone(self) -> str:
+        """Which allocation's band was written (and where), or ""."""
+        band = self.redzone
+        if not self._raw or not band:
+            return ""
+        flags = [((raw[:band] != REDZONE_CANARY).any() | (raw[band + n :] != REDZONE_CANARY).any())
+                 for raw, n, _ in self._raw]  # fmt: skip
+        hits = torch.stack([f.to(flags[0].device) for f in flags]).tolist()
+        for i, hit in enumerate(hits):
+            if hit:
+                raw, n, _ = self._raw[i]
+                before = (raw[:band] != REDZONE_CANARY).nonzero()
+                if len(before):
+                    return f"{band - int(before[0, 0])} bytes before the start of the tensor it allocated #{i}"
+                after = int((raw[band + n :] != REDZONE_CANARY).nonzero()[0, 0])
+                return f"byte {after} past the end of the tensor it allocated #{i} ({n} bytes)"
+        return ""
+
+    def kept_alive(self) -> int:
+        """How many of this call's allocations are still referenced by anyone but this guard: call it once
+        the caller has dropped the outputs, so what is left is state kept across calls (a cache)."""
+        self.allocations.clear()
+        kept = sum(1 for raw, _, alone in self._raw if _use_count(raw) > alone)
+        self._raw.clear()
+        return kept
+
+
+def _use_count(tensor: torch.Tensor) -> int:
+    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
 class LaunchRecorder:

@@ -25,6 +25,8 @@ ErrorType = Literal[
     "unstable_timing",
     "suspicious_speedup",
     "out_of_search_space",
+    "out_of_bounds_write",
+    "worker_lost",
 ]
 ERROR_TYPES: tuple[str, ...] = ErrorType.__args__  # type: ignore[attr-defined]
 
@@ -73,6 +75,7 @@ class EvalResult(BaseModel):
         description="wall seconds per worker phase (startup, compile, correctness, timing)",
     )
     sandbox: dict[str, str] = Field(default_factory=dict, description="what isolated the candidate here")
+    worker: str = Field(default="", description="the evaluation worker and GPU that judged it")
 
     @property
     def passed(self) -> bool:

@@ -161,8 +161,11 @@ def program_refused(executable: object, argv: object, env: object, inside: Calla
     return ""
 
 
-def install_audit_hook(writable: list[Path]) -> None:
+def install_audit_hook(writable: list[Path], deny: tuple[str, ...] = ()) -> None:
+    """Refuse writes outside ``writable``, sockets, foreign programs and signals; ``deny``: paths that
+    may not be opened at all from here on (the worker's own channel to the judge)."""
     roots = [str(Path(p).resolve()) for p in writable]
+    denied = {os.path.realpath(p) for p in deny}
 
     def inside(path: object) -> bool:
         if isinstance(path, int):  # an already-open file descriptor
@@ -176,6 +179,8 @@ def install_audit_hook(writable: list[Path]) -> None:
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, mode, flags = args
+            if denied and isinstance(path, str | bytes) and os.path.realpath(os.fsdecode(path)) in denied:
+                raise SandboxViolation(f"sandbox: opening {os.fsdecode(path)} refused (the judge's channel)")
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )
@@ -245,9 +250,14 @@ def describe(device: str) -> dict:
     }
 
 
-def apply_limits(max_open_files: int, cpu_seconds: float | None, address_space: int | None) -> None:
-    """This process's resource limits: no core dumps, open files, CPU seconds, address space."""
+def apply_limits(
+    max_open_files: int, cpu_seconds: float | None, address_space: int | None, file_bytes: int | None = None
+) -> None:
+    """This process's resource limits: no core dumps, open files, CPU seconds, address space, the size
+    of any file it writes (a worker flooding its log dies with SIGXFSZ)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if file_bytes:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     soft = max_open_files if hard == resource.RLIM_INFINITY else min(max_open_files, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

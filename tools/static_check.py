@@ -106,6 +106,9 @@ FORBIDDEN_ATTRS = frozenset(
         "graph",
         "do_bench",
         "do_bench_cudagraph",
+        # asking whether a graph is being captured is how a kernel would behave differently while timed
+        "is_current_stream_capturing",
+        "graph_pool_handle",
         "testing",
         "_C",
         "ops",

@@ -387,6 +387,14 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     return module
 
 
+def bytes_moved(task: Task, inputs: tuple, outputs: tuple) -> int:
+    """What one call moves through memory: the task's bytes_moved, else every input read once and every
+    output written once (the roofline's numerator)."""
+    if task.spec.bytes_moved:
+        return task.spec.bytes_moved
+    return sum(t.numel() * t.element_size() for t in (*inputs, *outputs) if hasattr(t, "element_size"))
+
+
 def torch_dtype(name: str):
     import torch
 

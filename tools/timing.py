@@ -4,6 +4,7 @@ is scored against)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,3 +158,84 @@ def copy_time_us(moved_bytes: int, settings: TimingSettings) -> float:
         for _ in range(max(settings.repeats, 3))
     ]
     return statistics.median(samples)
+
+
+def poison_value(dtype: torch.dtype) -> float | int | None:
+    """What a timed run's outputs are filled with first: NaN, or the smallest integer (None for bool)."""
+    if dtype.is_floating_point:
+        return math.nan
+    if dtype == torch.bool:
+        return None
+    return torch.iinfo(dtype).min
+
+
+def checked_bench_ms(
+    fn: Callable[[], object],
+    outputs: Callable[[], tuple[torch.Tensor, ...]],
+    samples: list[torch.Tensor | tuple[torch.Tensor, ...]],
+    warmup_ms: float,
+    rep_ms: float,
+    before: Callable[[int], None] | None = None,
+    max_reps: int = 1000,
+) -> tuple[float, list[float], torch.Tensor]:
+    """``bench_ms`` where every timed run is checked, all outside its events: before the run its
+    ``outputs()`` are poisoned, after it their poison count and their values at ``samples`` (per output,
+    flat positions of a contiguous output or one index tensor per dimension) go into a log. ``before(i)`` runs ahead of run i's poison and flush
+    (to write another input set into the captured buffers). Returns (median ms, every run's ms, log of
+    shape [runs, outputs, 1 + samples] in float64)."""
+    poisons = [poison_value(out.dtype) for out in outputs()]
+    width = 1 + max((_count(s) for s in samples), default=0)
+
+    def prepare(i: int) -> None:
+        if before is not None:
+            before(i)
+        for out, value in zip(outputs(), poisons, strict=True):
+            if value is not None:
+                out.fill_(value)
+
+    def record(row: torch.Tensor) -> None:
+        for j, (out, value) in enumerate(zip(outputs(), poisons, strict=True)):
+            if value is None:
+                row[j, 0] = 0
+            elif isinstance(value, float):
+                row[j, 0] = torch.isnan(out).sum()
+            else:
+                row[j, 0] = (out == value).sum()
+            where = samples[j]
+            picked = out.reshape(-1)[where] if isinstance(where, torch.Tensor) else out[where]
+            row[j, 1 : 1 + picked.numel()] = picked.to(torch.float64).reshape(-1)
+
+    fn()
+    flush_l2()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush_l2()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
+    n_warmup = max(1, int(warmup_ms / estimate_ms))
+    n_repeat = max(1, min(max_reps, int(rep_ms / estimate_ms)))
+    log = torch.zeros((n_repeat, len(poisons), width), dtype=torch.float64, device="cuda")
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_repeat):
+        prepare(i)
+        flush_l2()
+        starts[i].record()
+        fn()
+        ends[i].record()
+        record(log[i])
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+    return statistics.median(times), times, log
+
+
+def _count(where: torch.Tensor | tuple[torch.Tensor, ...]) -> int:
+    if isinstance(where, torch.Tensor):
+        return where.numel()
+    return where[0].numel() if where else 1

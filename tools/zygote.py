@@ -174,19 +174,15 @@ class Zygote:
     def alive(self) -> bool:
         return not self._eof and self.proc.poll() is None
 
-    def run(
-        self, argv: list[str], cwd: Path, env: dict[str, str], limits: dict[str, Any], timeout: float
-    ) -> tuple[int | None, str]:
-        """Fork a worker and wait for it: (exit code as subprocess gives it, its output); the exit
-        code is None when the worker was killed at ``timeout`` seconds."""
+    def spawn(self, argv: list[str], cwd: Path, env: dict[str, str], limits: dict[str, Any]) -> int:
+        """Fork a worker running ``tools.worker ARGV`` in ``cwd`` (its output in cwd/worker.log): its pid."""
         token = f"{cwd}:{threading.get_ident()}:{os.urandom(4).hex()}"
-        log = cwd / "worker.log"
         request = {
             "token": token,
             "argv": argv,
             "cwd": str(cwd),
             "env": env,
-            "log": str(log),
+            "log": str(cwd / "worker.log"),
             "limits": limits,
         }
         with self._changed:
@@ -205,19 +201,25 @@ class Zygote:
                 raise RuntimeError(f"the zygote did not fork a worker within {self.FORK_TIMEOUT_S:.0f} s")
             if token not in self._pids:
                 raise RuntimeError("the zygote died before it forked the worker")
-            pid = self._pids.pop(token)
+            return self._pids.pop(token)
+
+    def running(self, pid: int) -> bool:
+        with self._changed:
+            return pid not in self._status and not self._eof
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The worker's exit code as subprocess gives it, or None when it was still running at
+        ``timeout`` (then it is killed with its process group)."""
+        with self._changed:
             finished = self._changed.wait_for(lambda: pid in self._status or self._eof, timeout)
             if not finished or pid not in self._status:
                 sandbox.kill_group(pid)
                 if finished:  # the zygote died while the worker ran
                     raise RuntimeError("the zygote died while its worker ran")
                 self._changed.wait_for(lambda: pid in self._status or self._eof, 30)
-            status = self._status.pop(pid, None)
-        output = log.read_bytes().decode(errors="replace") if log.exists() else ""
-        if not finished:
-            return None, output
-        assert status is not None
-        return os.waitstatus_to_exitcode(status), output
+                self._status.pop(pid, None)
+                return None
+            return os.waitstatus_to_exitcode(self._status.pop(pid))
 
     def close(self) -> None:
         sandbox.stop_server(self.proc)

@@ -1,0 +1,71 @@
+"""Evaluation on a real Dask cluster on 127.0.0.1 (a scheduler and worker processes started by the test):
+two workers share a batch, and a worker killed in the middle loses no candidate."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+from tools.candidate import Candidate  # noqa: E402
+from tools.cluster import parse_cluster  # noqa: E402
+from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
+from tools.task import load_task  # noqa: E402
+
+HERE = Path(__file__).parent
+TASK = HERE / "fixtures" / "tasks" / "axpy"
+GOOD = (HERE / "fixtures" / "candidates" / "good.py").read_text()
+BAD = (HERE / "fixtures" / "candidates" / "partial_write.py").read_text()
+
+
+def _batch(n: int) -> list[Candidate]:
+    configs = [{"BLOCK": b, "num_warps": w} for b in (64, 128, 256) for w in (1, 2, 4)]
+    return [Candidate(source=GOOD if i % 4 else BAD, config=configs[i % len(configs)]) for i in range(n)]
+
+
+def test_cluster_specs_are_checked():
+    assert parse_cluster("local:2") == ("local", 2)
+    assert parse_cluster("tcp://10.0.0.1:8786") == ("tcp", "tcp://10.0.0.1:8786")
+    for wrong in ("local:0", "local:x", "10.0.0.1:8786", "tcp://nohost"):
+        with pytest.raises(ValueError, match="--cluster"):
+            parse_cluster(wrong)
+
+
+@pytest.mark.timeout(420)
+def test_two_workers_share_a_batch_and_a_killed_worker_loses_nothing(tmp_path):
+    task = load_task(TASK)
+    settings = EvalSettings(cluster="local:2", workdir=str(tmp_path), check_timeout_s=120)
+    batch = _batch(12)
+    arrived: list[str] = []
+    killed_after: list[int] = []
+
+    def kill_the_first_worker_to_answer() -> None:
+        while not arrived:
+            time.sleep(0.05)
+        name = arrived[0].split(" ")[0]  # "w0" or "w1"
+        worker = evaluator.backend.local.procs[1 + int(name[1:])]  # procs[0] is the scheduler
+        killed_after.append(len(arrived))
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker, mid-batch
+        killed.append(worker)
+
+    killed: list = []
+    with Evaluator(task, "cpu", settings) as evaluator:
+        killer = threading.Thread(target=kill_the_first_worker_to_answer, daemon=True)
+        killer.start()
+        results = evaluator.evaluate_many(batch, on_result=lambda i, r: arrived.append(r.worker))
+        workers = {r.worker.split(" ")[0] for r in results}
+    assert len(results) == len(batch)
+    for cand, r in zip(batch, results, strict=True):
+        if cand.source == BAD:
+            assert r.error_type == "unwritten_output", (r.error_type, r.message)
+        else:
+            assert r.passed, (r.error_type, r.message)
+    assert killed_after and killed_after[0] < len(batch)  # it died with candidates still open
+    assert killed[0].poll() is not None
+    assert workers == {"w0", "w1"}, workers  # both judged some: the other finished what the dead one left

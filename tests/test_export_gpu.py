@@ -1,0 +1,66 @@
+"""What the exported module's docstring promises on a GPU: a CUDA graph captured around ``launch``
+replays the chosen kernels on refilled inputs, and ``launch`` runs inside torch.compile both traced
+(fullgraph) and behind torch.compiler.disable. Needs a CUDA GPU (skipped without one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools.export import export_run
+from tools.task import import_file, load_task
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = REPO / "bench" / "results" / "suite_h200" / "runs"
+
+
+def exported(name: str, tmp_path: Path):
+    """The committed run's winner exported now (softmax's is a per-shape table), imported."""
+    task = load_task(REPO / "tasks" / name)
+    text, _, _ = export_run(task, RUNS / name)
+    (tmp_path / f"{name}_kernel.py").write_text(text)
+    return task, import_file(tmp_path / f"{name}_kernel.py", f"exported_gpu_{name}")
+
+
+def close(task, got, inputs, dtype: str) -> None:
+    expected = task.reference(*inputs)
+    rtol, atol = task.tolerance(dtype)
+    for g, e in zip(
+        got if isinstance(got, tuple) else (got,),
+        expected if isinstance(expected, tuple) else (expected,),
+        strict=True,
+    ):
+        torch.testing.assert_close(g.float(), e.float(), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", ["add_rmsnorm", "softmax"])
+def test_a_cuda_graph_captured_around_launch_replays_on_refilled_inputs(name, tmp_path):
+    task, module = exported(name, tmp_path)
+    shape, dtype = task.workload("cuda")[2]
+    inputs = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 0)
+    module.launch(*inputs)  # outside the capture: Triton compiles, the launcher is bound
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = module.launch(*inputs)
+    fresh = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 1)
+    for held, new in zip(inputs, fresh, strict=True):
+        held.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    close(task, outputs, fresh, dtype)
+
+
+@pytest.mark.parametrize("traced", [True, False], ids=["fullgraph", "disabled"])
+def test_launch_runs_inside_torch_compile(traced, tmp_path):
+    task, module = exported("softmax", tmp_path)
+    shape, dtype = task.workload("cuda")[2]
+    (x,) = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 0)
+    call = module.launch if traced else torch.compiler.disable(module.launch)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: call(x) * 2.0, fullgraph=traced)
+    got = compiled(x)
+    torch.testing.assert_close(got.float(), 2.0 * task.reference(x).float(), rtol=2e-2, atol=2e-2)

@@ -1,0 +1,95 @@
+"""The judge on a real GPU: every probe rejected with its reason (static checks off, so the run-time
+defenses are what is tested), what was timed is what was checked, and a win re-measured in fresh
+workers agrees with the judge's own wall clock.
+
+Run on the H200: `python -m pytest tests/test_judge_gpu.py -m gpu -s` (prints what it measured).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tools.candidate import Candidate
+from tools.evaluate import EvalSettings, Evaluator
+from tools.task import load_task
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).parent
+PROBES = HERE / "fixtures" / "probes"
+TASKS = HERE / "fixtures" / "tasks"
+GOOD = (HERE / "fixtures" / "candidates" / "good.py").read_text()
+CONFIG = {"BLOCK": 128, "num_warps": 4}
+
+ON_THE_GPU = {
+    "patch_compare": ("forbidden_construct", "setting Tensor"),
+    "patch_module": ("forbidden_construct", "setting torch.isnan"),
+    "patch_timer": ("forbidden_construct", "setting Event.elapsed_time"),
+    "steal_frames": ("forbidden_construct", "sys._getframe()"),
+    "steal_heap": ("forbidden_construct", "gc.get_objects()"),
+    "steal_globals": ("forbidden_construct", "__globals__"),
+    "capture_cheat": ("unwritten_output", "timed replay"),
+    "count_cheat": ("unwritten_output", "timed replay"),
+    "content_cache": ("stale_output", "kept 2 tensor(s)"),
+    "address_cache": ("forbidden_construct", "tensor at module level"),
+    "super_batch": ("stale_output", "kept 1 tensor(s)"),
+    "write_past_output": ("out_of_bounds_write", "past the end of the tensor it allocated"),
+    "write_past_input": ("out_of_bounds_write", "past the end of input 0"),
+    "forge_reply": ("forbidden_construct", "channel"),
+}
+
+
+def _record(name: str, data: object) -> None:
+    folder = os.environ.get("KA_RECORD_DIR")
+    if folder:
+        Path(folder, f"{name}.json").write_text(json.dumps(data, indent=2, default=str))
+
+
+def test_every_probe_is_rejected_on_the_gpu(tmp_path):
+    task = load_task(TASKS / "axpy")
+    names = list(ON_THE_GPU)
+    cands = [Candidate(source=(PROBES / f"{n}.py").read_text(), config=CONFIG) for n in names]
+    settings = EvalSettings(static_checks=False, hidden_seed=7, workdir=str(tmp_path), check_timeout_s=120)
+    with Evaluator(task, "cuda", settings) as evaluator:
+        results = evaluator.evaluate_many([*cands, Candidate(source=GOOD, config=CONFIG)])
+    got = {n: (r.error_type, r.stage, r.message) for n, r in zip(names, results, strict=False)}
+    _record("probes_gpu", got)
+    for name, (error_type, phrase) in ON_THE_GPU.items():
+        assert got[name][0] == error_type and phrase in got[name][2], (name, got[name])
+    assert results[-1].passed and results[-1].metrics.per_shape[0].method == "cuda_graph", results[-1].message
+
+
+def test_a_win_is_re_measured_in_fresh_workers_against_the_judges_clock(tmp_path):
+    """The add_rmsnorm baseline and a multi-row config re-timed side by side: each agrees with the judge's
+    wall clock over its replays and runs no faster on repeated inputs than on changing ones."""
+    task = load_task(HERE.parent / "tasks" / "add_rmsnorm")
+    first = Candidate(source=task.baseline_source, config=task.default_config())
+    second = Candidate(source=task.source("multirow.py"), config={"ROWS": 4, "num_warps": 8}, module="multirow.py")
+    with Evaluator(task, "cuda", EvalSettings(workdir=str(tmp_path))) as evaluator:
+        results = evaluator.retime([first, second])
+    _record("confirm_add_rmsnorm", [r.details.get("confirm") for r in results])
+    for r in results:
+        assert r.passed, (r.error_type, r.message)
+        for row in r.details["confirm"]:
+            print(row)
+            assert abs(row["wall_us"] - row["events_us"]) <= max(0.15 * row["events_us"], 3.0)
+
+
+def test_a_kernel_that_keeps_its_inputs_in_the_l2_gains_nothing_it_is_not_caught_for(tmp_path):
+    """evict_last loads: if the flush left such lines in the L2 the kernel would be faster on repeated
+    inputs, and the re-measure would hold it; either way what is reported is what it costs."""
+    probe = Candidate(source=(PROBES / "l2_resident.py").read_text(), config=CONFIG)
+    good = Candidate(source=GOOD, config=CONFIG)
+    with Evaluator(load_task(TASKS / "axpy"), "cuda", EvalSettings(workdir=str(tmp_path))) as evaluator:
+        held, honest = evaluator.retime([probe, good])
+    _record("l2_resident", {"probe": held.model_dump(mode="json"), "good": honest.model_dump(mode="json")})
+    assert honest.passed
+    if held.passed:
+        for row in held.details["confirm"]:
+            assert row["rotating_us"] <= 1.25 * row["events_us"] or row["rotating_us"] - row["events_us"] <= 3.0
+    else:
+        assert held.error_type == "stale_output" and "L2" in held.message
