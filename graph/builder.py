@@ -1,15 +1,15 @@
 """The state machine, wired: setup -> diagnose -> propose -> critic -> evaluate -> (routes) ... -> report.
 
 Deciding nodes return ``Command[Literal[...]]`` so the drawn graph (Mermaid, Studio) shows every edge;
-the rules themselves live in graph/routing.py. ``graph`` is compiled without a checkpointer (Studio
-brings its own); the CLI compiles ``builder`` with a SqliteSaver.
+the routes themselves are decided in loop/routes.py. ``graph`` is compiled without a checkpointer
+(Studio brings its own); the CLI compiles ``builder`` with a SqliteSaver.
 """
 
 from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graph.state import RunInput, RunState
+from loop.state import RunInput, RunState
 from nodes.critic import critic
 from nodes.diagnose import diagnose
 from nodes.evaluate import evaluate

@@ -10,7 +10,6 @@ finished step.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,16 +23,16 @@ from rich.console import Console
 
 from graph.builder import builder
 from graph.progress import ProgressView, versus_baseline
-from graph.settings import SettingsError, load_settings, parse_assignments
+from loop.settings import SettingsError, load_settings, parse_assignments
+from loop.state import RunState
 from nodes.agents import AgentSpecError, build_agents
 from nodes.human import AnswerError, parse_answer
-from nodes.records import default_run_dir
 from nodes.runtime import RunContext, run_task
+from tools.run_folder import CHECKPOINTS, RunFolder
 from tools.task import TaskError, load_task
 
 THREAD = {"configurable": {"thread_id": "run"}}
 EXIT_DONE, EXIT_BAD_INPUT, EXIT_PAUSED = 0, 2, 3
-CHECKPOINTS = "checkpoints.sqlite"
 
 
 class BadInput(Exception):
@@ -91,10 +90,10 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         overrides.setdefault("memory", {})["enabled"] = False
     settings = load_settings(task, overrides)
     try:  # a SPEC that cannot be served fails here, before the baseline is evaluated
-        build_agents(args.model, args.critic_model, settings)
+        build_agents(args.model, args.critic_model, settings.model_dump())
     except (ValueError, ImportError) as exc:
         raise BadInput(f"--model {args.model} / --critic-model {args.critic_model}: {exc}") from None
-    run_dir = Path(args.run_dir).resolve() if args.run_dir else default_run_dir(task.name)
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else RunFolder.default_root(task.name)
     if (run_dir / CHECKPOINTS).exists():
         raise BadInput(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -116,8 +115,8 @@ def pending_question(app: CompiledStateGraph) -> dict[str, Any] | None:
 
 
 def validated(answer: str, app: CompiledStateGraph) -> str:
-    values = app.get_state(THREAD).values
-    parse_answer(answer, values, run_task(values))  # raises AnswerError with the reason
+    state = RunState.model_validate(app.get_state(THREAD).values)
+    parse_answer(answer, state.search_spaces, state.attempts, run_task(state))  # AnswerError says why
     return answer
 
 
@@ -163,7 +162,11 @@ def drive(
     while True:
         try:
             for mode, chunk in app.stream(
-                payload, THREAD, context=RunContext(), stream_mode=["updates", "custom"], durability="sync"
+                payload,
+                THREAD,
+                context=RunContext(run_dir=str(run_dir)),  # where the folder is now, should it have moved
+                stream_mode=["updates", "custom"],
+                durability="sync",
             ):
                 view.handle(mode, chunk)
         finally:
@@ -183,7 +186,7 @@ def drive(
     state = app.get_state(THREAD)
     if state.next:
         raise RuntimeError(f"the graph stopped before {state.next} without a question")
-    report = json.loads((run_dir / "report.json").read_text())
+    report = RunFolder(run_dir).report()
     speed = versus_baseline(report["baseline"]["geomean_us"], report["best"]["geomean_us"],
                             report["device"]["interpreted"])  # fmt: skip
     console.print(

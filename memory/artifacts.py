@@ -1,7 +1,7 @@
 """Run-folder index: every candidate of a run, findable by identity, re-evaluable with one command.
 
-A run folder (DESIGN.md §5) holds ``candidates/<identity>.py``, ``results/<identity>.json`` (the
-EvalResult, log included) and ``report.json``. A candidate's config is read from, in order:
+A run folder (tools/run_folder.py) holds ``candidates/<identity>.py``, ``results/<identity>.json``
+(the EvalResult, log included) and ``report.json``. A candidate's config is read from, in order:
 ``candidates/<identity>.json`` (the candidate record without its source), a ``config`` key in its
 result, the matching entry of ``report.json`` ``attempts`` (by ``identity`` or ``candidate`` path).
 
@@ -25,24 +25,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-INDEX = "index.json"
+from tools.run_folder import CANDIDATES, INDEX, REEVALS, RunFolder
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class ArtifactError(ValueError):
     """A run folder or a candidate in it is missing or ambiguous."""
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _report(run_dir: Path) -> dict[str, Any]:
-    report = _read_json(run_dir / "report.json")
-    return report if isinstance(report, dict) else {}
 
 
 def _attempts_by_identity(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -58,57 +47,47 @@ def _attempts_by_identity(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def _best_identity(report: dict[str, Any], entries: list[dict[str, Any]]) -> str | None:
-    best = report.get("best")
-    if isinstance(best, dict):
-        if best.get("identity"):
-            return str(best["identity"])
-        if isinstance(best.get("candidate"), str):
-            return Path(best["candidate"]).stem
+def _fastest(entries: list[dict[str, Any]]) -> str | None:
     timed = [e for e in entries if e["verdict"] == "pass" and e["geomean_us"] is not None]
     return min(timed, key=lambda e: e["geomean_us"])["identity"] if timed else None
 
 
+def _entry(folder: RunFolder, identity: str, attempt: dict[str, Any]) -> dict[str, Any]:
+    """One candidate as the index lists it; what its record and result lack comes from its attempt."""
+    record = folder.candidate_record(identity)
+    result_file = folder.result_file(identity)
+    result = folder.read_json(result_file) or {}
+    config = next((c for c in (record.get("config"), result.get("config"), attempt.get("config")) if c), {})
+    metrics = result.get("metrics") or {}
+    return {
+        "identity": identity,
+        "source": folder.candidate_file(identity),
+        "config": config,
+        "module": record.get("module") or attempt.get("module"),
+        "origin": record.get("origin") or attempt.get("origin"),
+        "result": result_file if folder.path(result_file).is_file() else None,
+        "verdict": result.get("verdict") or attempt.get("verdict"),
+        "error_type": result.get("error_type") or attempt.get("error_type"),
+        "geomean_us": metrics.get("geomean_us", attempt.get("geomean_us")),
+    }
+
+
 def index_run(run_dir: str | Path) -> dict[str, Any]:
     """Scan the run folder, write ``index.json`` and return it."""
-    run_dir = Path(run_dir)
-    candidates_dir = run_dir / "candidates"
-    if not candidates_dir.is_dir():
-        raise ArtifactError(f"{run_dir} is not a run folder (no candidates/)")
-    report = _report(run_dir)
+    folder = RunFolder(run_dir)
+    if not folder.is_run:
+        raise ArtifactError(f"{run_dir} is not a run folder (no {CANDIDATES}/)")
+    report = folder.report()
     attempts = _attempts_by_identity(report)
-    entries = []
-    for source in sorted(candidates_dir.glob("*.py")):
-        identity = source.stem
-        record = _read_json(candidates_dir / f"{identity}.json") or {}
-        result_path = run_dir / "results" / f"{identity}.json"
-        result = _read_json(result_path) or {}
-        attempt = attempts.get(identity, {})
-        config = next(
-            (c for c in (record.get("config"), result.get("config"), attempt.get("config")) if c), {}
-        )
-        metrics = result.get("metrics") or {}
-        entries.append(
-            {
-                "identity": identity,
-                "source": str(source.relative_to(run_dir)),
-                "config": config,
-                "module": record.get("module") or attempt.get("module"),
-                "origin": record.get("origin") or attempt.get("origin"),
-                "result": str(result_path.relative_to(run_dir)) if result_path.is_file() else None,
-                "verdict": result.get("verdict") or attempt.get("verdict"),
-                "error_type": result.get("error_type") or attempt.get("error_type"),
-                "geomean_us": metrics.get("geomean_us", attempt.get("geomean_us")),
-            }
-        )
+    entries = [_entry(folder, i, attempts.get(i, {})) for i in folder.candidate_identities()]
     index = {
         "task": report.get("task"),
         "status": report.get("status"),
-        "best": _best_identity(report, entries),
+        "best": folder.best_identity() or _fastest(entries),
         "updated": datetime.now(UTC).isoformat(),
         "candidates": entries,
     }
-    (run_dir / INDEX).write_text(json.dumps(index, indent=2) + "\n")
+    folder.write(INDEX, json.dumps(index, indent=2) + "\n")
     return index
 
 
@@ -133,7 +112,7 @@ def find_candidate(run_dir: str | Path, identity_or_prefix: str) -> dict[str, An
 
 
 def _task_path(run_dir: Path, task: str | None) -> Path:
-    named = task or _report(run_dir).get("task")
+    named = task or RunFolder(run_dir).report().get("task")
     if not named:
         raise ArtifactError(f"{run_dir}/report.json names no task; pass --task")
     path = Path(named)
@@ -146,7 +125,7 @@ def _task_path(run_dir: Path, task: str | None) -> Path:
 def reeval_command(
     run_dir: str | Path, entry: dict[str, Any], device: str | None = None, task: str | None = None
 ) -> list[str]:
-    """The evaluator command line (DESIGN.md §3) that re-evaluates an index entry."""
+    """The evaluator command line (python -m tools.evaluate) that re-evaluates an index entry."""
     run_dir = Path(run_dir)
     command = [
         sys.executable,
@@ -180,11 +159,8 @@ def reeval(
         result = None
     if result is not None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        folder = run_dir / "reevals"
-        folder.mkdir(exist_ok=True)
-        (folder / f"{entry['identity']}-{device or 'default'}-{stamp}.json").write_text(
-            json.dumps(result, indent=2)
-        )
+        name = f"{REEVALS}/{entry['identity']}-{device or 'default'}-{stamp}.json"
+        RunFolder(run_dir).write(name, json.dumps(result, indent=2))
     elif done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
     return done.returncode, result, entry
@@ -215,7 +191,7 @@ def _show(run_dir: Path, console: Console) -> None:
             e["origin"] or "-",
         )
     console.print(table)
-    console.print(f"{len(index['candidates'])} candidates; index written to {run_dir / INDEX}")
+    console.print(f"{len(index['candidates'])} candidates; index written to {RunFolder(run_dir).path(INDEX)}")
 
 
 def main(argv: list[str] | None = None) -> int:

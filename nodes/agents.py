@@ -1,8 +1,7 @@
 """Which policy stands behind each role: the built-in expert, or a chat model by SPEC.
 
-The graph only sees the role interfaces of nodes/roles.py. A proposer may also expose
-``last_reason`` (why it returned no proposals) and ``converged`` (True when that means the kernel
-is as good as tuning can make it); the propose node reads both when present.
+The loop only sees the role interfaces of loop/roles.py (a proposer answers with ``Proposed``: its
+proposals, or why there are none and whether that ends the run).
 """
 
 from __future__ import annotations
@@ -10,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from loop.roles import Critic, Diagnoser, Proposer
 from nodes.expert import ExpertCritic, ExpertDiagnoser, ExpertProposer
-from nodes.roles import Critic, Diagnoser, Proposer
 
 EXPERT = "expert"
 

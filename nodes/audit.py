@@ -1,4 +1,4 @@
-"""The audit trail: one JSON line per decision in RUN_DIR/log.jsonl.
+"""The audit trail: one JSON line per decision in the run folder's log.jsonl.
 
 A node may run twice for one step (resumed after a crash, or a human interrupt re-running it), so a
 line whose (round, node, key) was already written is not written again.
@@ -10,6 +10,8 @@ import json
 import time
 from pathlib import Path
 from typing import Any
+
+from tools.run_folder import LOG, RunFolder
 
 _seen: dict[tuple[Path, int], set[str]] = {}
 
@@ -30,10 +32,10 @@ def _keys(path: Path) -> set[str]:
 
 
 def audit(
-    run_dir: str | Path, node: str, message: str, *, round: int, key: str | None = None, **fields: Any
+    folder: RunFolder, node: str, message: str, *, round: int, key: str | None = None, **fields: Any
 ) -> None:
     """Append one decision to the trail (once per round, node and key; the key defaults to the message)."""
-    path = Path(run_dir) / "log.jsonl"
+    path = folder.path(LOG)
     full_key = f"{round}/{node}/{key or message}"
     keys = _keys(path)
     if full_key in keys:
@@ -44,8 +46,8 @@ def audit(
     keys.add(full_key)
 
 
-def read_trail(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "log.jsonl"
+def read_trail(folder: RunFolder) -> list[dict[str, Any]]:
+    path = folder.path(LOG)
     if not path.exists():
         return []
     entries = []

@@ -12,20 +12,20 @@ Settings (configs/default.yaml ``memory``): ``enabled`` (case library and valida
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from graph.settings import SettingsError
+from loop.judge import challenger
+from loop.records import Attempt
+from loop.settings import Settings
+from loop.state import RunState
 from memory import default_case_store, default_validation_cache, open_case_library
-from nodes.audit import audit
-from nodes.records import approved_record, save_result
 from nodes.runtime import eval_settings
 from tools.candidate import Candidate
 from tools.evaluate import held_speedup
 from tools.results import EvalResult
+from tools.run_folder import RunFolder
 from tools.task import Task
 
 if TYPE_CHECKING:
@@ -39,45 +39,28 @@ OFF_BY_SETTING = "memory off: turned off by the settings (memory.enabled: false,
 RUN_DEPENDENT_ERRORS = frozenset({"out_of_search_space", "suspicious_speedup"})
 
 
-class MemorySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    validation_cache: bool = True
-    model_path: str | None = None
-
-
-def memory_settings(settings: dict[str, Any]) -> MemorySettings:
-    try:
-        return MemorySettings.model_validate(settings.get("memory") or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in ("memory", *err["loc"]))
-        raise SettingsError(f"setting {key}: {err['msg']}") from None
-
-
 # -- the case library ------------------------------------------------------------------------------
 @lru_cache(maxsize=8)
 def _open(store: str, model_path: str | None) -> tuple[CaseLibrary | None, str | None]:
     return open_case_library(store, model_path=model_path)
 
 
-def open_library(settings: dict[str, Any]) -> tuple[CaseLibrary | None, str]:
+def open_library(settings: Settings) -> tuple[CaseLibrary | None, str]:
     """(library, "") or (None, why memory is off). Never raises."""
-    chosen = memory_settings(settings)
+    chosen = settings.memory
     if not chosen.enabled:
         return None, OFF_BY_SETTING
     library, why = _open(str(default_case_store().resolve()), chosen.model_path)
     return library, why or ""
 
 
-def library_for_run(state: dict[str, Any]) -> tuple[CaseLibrary | None, str]:
+def library_for_run(state: RunState) -> tuple[CaseLibrary | None, str]:
     """(library, "") when setup found memory on, else (None, why): nodes after setup never open a
     library setup refused, and say why when one setup opened cannot be opened again (a resumed run
     in another environment)."""
-    memory = state.get("memory") or {}
-    if not memory.get("enabled"):
-        return None, memory.get("reason", "")
-    return open_library(state["settings"])
+    if not state.memory.get("enabled"):
+        return None, state.memory.get("reason", "")
+    return open_library(state.settings)
 
 
 def _entry(case: Case, score: float, role: str) -> dict[str, Any]:
@@ -113,7 +96,7 @@ def recall(
 
 
 def combined_confidence(diagnosed: float, recalled: float | None) -> float:
-    """The diagnosis confidence once memory has spoken (DESIGN.md section 6).
+    """The diagnosis confidence once memory has spoken.
 
     The best case score says how familiar the situation is, the diagnoser's confidence how clearly
     the profile names the bottleneck; either alone misleads (a clear ncu profile of a new op, a
@@ -144,73 +127,67 @@ def out_of_space_starts(
 
 
 # -- remembering a run -----------------------------------------------------------------------------
-def kept_identities(attempts: list[dict[str, Any]]) -> set[str]:
-    """Attempts that became the best when their round was judged (the evaluate node's rule)."""
-    baseline = next((a for a in attempts if a.get("round") == 0), None)
-    best = baseline["geomean_us"] if baseline and baseline.get("geomean_us") else float("inf")
+def kept_identities(attempts: list[Attempt]) -> set[str]:
+    """Attempts that became the best when their round was judged (loop.judge.challenger, the
+    watchdog aside)."""
+    best = next((a for a in attempts if a.round == 0), None)
     kept: set[str] = set()
-    for rnd in sorted({a["round"] for a in attempts if a.get("round", 0) > 0}):
-        passing = [
-            a for a in attempts if a["round"] == rnd and a.get("verdict") == "pass" and a.get("geomean_us")
-        ]
-        if passing:
-            winner = min(passing, key=lambda a: a["geomean_us"])
-            if winner["geomean_us"] < best:
-                best = winner["geomean_us"]
-                kept.add(winner["identity"])
+    for rnd in sorted({a.round for a in attempts if a.round > 0}):
+        winner = challenger([a for a in attempts if a.round == rnd], best)
+        if winner is not None:
+            best = winner
+            kept.add(winner.identity)
     return kept
 
 
 def cases_of_run(
-    state: dict[str, Any], task: Task, diagnoses: dict[int, dict[str, Any]], module_text
+    state: RunState,
+    task: Task,
+    folder: RunFolder,
+    diagnoses: dict[int, dict[str, Any]],
+    module_text: Callable[[str], str | None],
 ) -> list[Case]:
     """Every evaluated candidate of the run as a case (the baseline included).
 
     ``diagnoses``: round -> {"diagnosis", "snapshot"} as the diagnose node logged them; a candidate of
     round r started from round r's snapshot (the baseline is described by round 1's).
-    ``module_text(module) -> str``: the source of the task module a candidate's config belongs to.
+    ``module_text(module)``: the source of the task module a candidate's config belongs to.
     """
     from memory.cases import case_from_attempt
 
-    run_dir = Path(state["run_dir"])
-    attempts = state.get("attempts", [])
-    kept = kept_identities(attempts)
-    best = (state.get("best") or {}).get("identity")
-    approved = set(state.get("approved", []))
-    baseline_us = state["baseline"]["geomean_us"]
+    kept = kept_identities(state.attempts)
+    best, approved = state.best.identity, set(state.approved)
     cases = []
-    for a in attempts:
-        seen = diagnoses.get(max(a["round"], 1)) or {}
-        source_file = run_dir / a["candidate"]
+    for a in state.attempts:
+        seen = diagnoses.get(max(a.round, 1)) or {}
         # held for review and approved by a human: a result like any pass (kept if it became the best)
-        outcome = approved_record(a) if a["n"] in approved else a
         cases.append(
             case_from_attempt(
                 task_signature=task.signature(),
                 candidate=a,
-                result=outcome,
-                kept=a["identity"] in kept or (a["n"] in approved and a["identity"] == best),
-                run_id=run_dir.name,
-                baseline_us=baseline_us,
+                result=a.approved() if a.n in approved else a,
+                kept=a.identity in kept or (a.n in approved and a.identity == best),
+                run_id=folder.root.name,
+                baseline_us=state.baseline.geomean_us,
                 snapshot=seen.get("snapshot"),
                 diagnosis=seen.get("diagnosis", ""),
-                source=source_file.read_text() if source_file.is_file() else None,
-                module_source=module_text(a.get("space_module") or a["module"]),
-                best_of_run=a["identity"] == best,
+                source=folder.read(a.candidate) if a.candidate else None,
+                module_source=module_text(a.space_module or a.module),
+                best_of_run=a.identity == best,
             )
         )
     return cases
 
 
 # -- the validation cache --------------------------------------------------------------------------
-def validation_cache_status(settings: dict[str, Any], baseline: EvalResult) -> dict[str, Any]:
+def validation_cache_status(settings: Settings, baseline: EvalResult) -> dict[str, Any]:
     """Whether evaluate may serve results from the cache, and why not; decided once, by setup.
 
     The key holds the device and the Triton/torch versions of the baseline's result (the graph
     process never touches CUDA); a result without versions could not be told apart from one of
     another version, so it turns the cache off.
     """
-    chosen = memory_settings(settings)
+    chosen = settings.memory
     path = str(default_validation_cache())
     if not chosen.enabled or not chosen.validation_cache:
         why = "memory.enabled: false" if not chosen.enabled else "memory.validation_cache: false"
@@ -248,11 +225,11 @@ class RunCache:
         self.baseline, self.suspicious_speedup = baseline, suspicious_speedup
 
     @classmethod
-    def for_run(cls, state: dict[str, Any], task: Task, baseline: EvalResult | None) -> RunCache | None:
-        status = (state.get("memory") or {}).get("validation_cache") or {}
+    def for_run(cls, state: RunState, task: Task, baseline: EvalResult | None) -> RunCache | None:
+        status = state.memory.get("validation_cache") or {}
         if not status.get("enabled") or baseline is None:
             return None
-        threshold = eval_settings(task, state["settings"]).suspicious_speedup
+        threshold = eval_settings(task, state.settings).suspicious_speedup
         try:
             return cls(task, baseline.device.model_dump(), baseline, threshold)
         except Exception:  # the file went away or became unwritable mid-run: evaluate as usual
@@ -287,11 +264,7 @@ class RunCache:
 
 
 def served_from_cache(
-    cache: RunCache | None,
-    candidates: list[Candidate],
-    results: list[EvalResult | None],
-    run_dir: str,
-    rnd: int,
+    cache: RunCache | None, candidates: list[Candidate], results: list[EvalResult | None], folder: RunFolder
 ) -> set[str]:
     """Fill ``results`` from the validation cache (identity + task + device + versions); the served
     results land in results/ like evaluated ones. Returns the identities served."""
@@ -300,16 +273,7 @@ def served_from_cache(
         return served
     for i, cand in enumerate(candidates):
         if results[i] is None and (hit := cache.get(cand)) is not None:
-            save_result(run_dir, cand.identity, hit)
+            folder.save_result(cand.identity, hit)
             results[i] = hit
             served.add(cand.identity)
-    if served:
-        names = ", ".join(sorted(i[:12] for i in served))
-        audit(
-            run_dir,
-            "evaluate",
-            f"validation cache: {len(served)} candidate(s) served without evaluation ({names})",
-            round=rnd,
-            cache_hits=len(served),
-        )
     return served

@@ -4,20 +4,15 @@ the diagnoser what limits it. The snapshot is re-taken only when the best change
 from __future__ import annotations
 
 import math
-import time
-from pathlib import Path
 from typing import Any
 
-from langgraph.config import get_stream_writer
-from langgraph.runtime import Runtime
-
-from graph.routing import decision
+from loop.records import Attempt, Decision
+from loop.roles import Diagnosis
+from loop.state import RunState
 from memory.cases import SnapshotSummary
-from nodes.audit import audit
 from nodes.case_memory import combined_confidence, library_for_run, recall
-from nodes.records import load_result
-from nodes.roles import Diagnosis
-from nodes.runtime import RunContext, agent_context, agents_for, run_task
+from nodes.step import Step, Update, node
+from nodes.view import agent_context
 from profiles.derived import derived_snapshot
 from profiles.render import render_snapshot
 from profiles.snapshot import snapshots_from_csv
@@ -26,81 +21,51 @@ from tools.ncu import ncu_available, profile_candidate
 from tools.task import Task
 
 
-def diagnose(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
-    started = time.monotonic()
-    task = run_task(state)
-    best = state["best"]
-    update: dict[str, Any] = {}
-    if state.get("snapshot_of") == best["identity"] and state.get("snapshot"):
-        snapshot = state["snapshot"]
+@node("diagnose")
+def diagnose(state: RunState, step: Step) -> Update:
+    best, update = state.best, {}
+    if state.snapshot_of == best.identity and state.snapshot:
+        snapshot = state.snapshot
     else:
-        snapshot, profiler_note = take_snapshot(state, task, best)
-        update["snapshot"], update["snapshot_of"] = snapshot, best["identity"]
+        snapshot, profiler_note = take_snapshot(step, best)
+        update |= {"snapshot": snapshot, "snapshot_of": best.identity}
         if profiler_note:
-            update["profiler"] = {**state.get("profiler", {}), "ncu_unavailable": profiler_note}
-            audit(
-                state["run_dir"],
-                "diagnose",
-                f"ncu not used: {profiler_note}",
-                round=state["round"],
-                key="ncu",
-            )
-    diagnoser = agents_for(state, runtime)[0]
-    retrieved, recalled = remembered(state, task, snapshot)
-    ctx = agent_context({**state, "snapshot": snapshot, "retrieved_cases": retrieved}, task)
+            update["profiler"] = {**state.profiler, "ncu_unavailable": profiler_note}
+            step.audit(f"ncu not used: {profiler_note}", key="ncu")
+    retrieved, recalled = remembered(step, snapshot)
+    ctx = agent_context(state, step.task, step.folder, snapshot=snapshot, retrieved_cases=retrieved)
     if snapshot:
         ctx.snapshot_text = render_snapshot(snapshot)
-    ctx.source_summary = summarize_source(_best_source(state, task))
-    own = diagnoser.diagnose(ctx)
+    ctx.source_summary = summarize_source(step.folder.read(best.candidate) or step.task.baseline_source)
+    own = step.agents[0].diagnose(ctx)
     diagnosis = with_memory(own, retrieved, recalled)
     # The snapshot summary and the diagnoser's own verdict ride along in the trail: report turns each
     # round's attempts into cases that remember what they started from.
-    audit(
-        state["run_dir"],
-        "diagnose",
-        f"#{best['n']}: {diagnosis.summary}",
-        round=state["round"],
-        diagnosis=own.summary,
-        snapshot=SnapshotSummary.from_snapshot(snapshot).model_dump(),
-    )
-    get_stream_writer()({"event": "diagnosis", "round": state["round"], "summary": diagnosis.summary})
+    summary = SnapshotSummary.from_snapshot(snapshot).model_dump()
+    step.audit(f"#{best.n}: {diagnosis.summary}", diagnosis=own.summary, snapshot=summary)
+    step.emit("diagnosis", round=state.round, summary=diagnosis.summary)
     return {
         **update,
-        "diagnosis": diagnosis.model_dump(),
+        "diagnosis": diagnosis,
         "retrieved_cases": retrieved,
         "proposals": [],
         "critic_round": 0,
-        "route": decision("diagnose", "propose", diagnosis.summary),
-        "active_s": time.monotonic() - started,
+        "route": Decision(source="diagnose", to="propose", reason=diagnosis.summary),
     }
 
 
-def remembered(
-    state: dict[str, Any], task: Task, snapshot: dict[str, Any] | None
-) -> tuple[list[dict[str, Any]], float | None]:
+def remembered(step: Step, snapshot: dict[str, Any] | None) -> tuple[list[dict[str, Any]], float | None]:
     """(cases similar to this task at this bottleneck, best score); ([], None) while memory is off."""
-    library, why = library_for_run(state)
+    library, why = library_for_run(step.run)
     if library is None:
-        if state.get("memory", {}).get("enabled"):
-            audit(
-                state["run_dir"],
-                "diagnose",
-                f"case library not read: {why}",
-                round=state["round"],
-                key="memory",
-            )
+        if step.run.memory.get("enabled"):
+            step.audit(f"case library not read: {why}", key="memory")
         return [], None
     bottleneck = (snapshot or {}).get("bottleneck")
     try:
-        return recall(library, task, bottleneck, bool(state["baseline"].get("interpreted")))
+        return recall(library, step.task, bottleneck, step.run.baseline.interpreted)
     except Exception as exc:  # a broken store costs this round its memory, never the run
-        audit(
-            state["run_dir"],
-            "diagnose",
-            f"case library not read: {type(exc).__name__}: {exc}",
-            round=state["round"],
-            key="memory",
-        )
+        step.audit(f"case library not read: {type(exc).__name__}: {exc}", key="memory")
         return [], None
 
 
@@ -123,11 +88,6 @@ def with_memory(diagnosis: Diagnosis, retrieved: list[dict[str, Any]], recalled:
     )
 
 
-def _best_source(state: dict[str, Any], task: Task) -> str:
-    path = Path(state["run_dir"]) / state["best"]["candidate"]
-    return path.read_text() if path.exists() else task.baseline_source
-
-
 def largest_workload(task: Task, device: str) -> tuple[dict[str, int], str]:
     return max(task.workload(device), key=lambda sd: math.prod(sd[0].values()))
 
@@ -143,43 +103,38 @@ def profiled_workload(task: Task, device: str, result: Any) -> tuple[dict[str, i
     return dict(worst.shape), worst.dtype
 
 
-def take_snapshot(
-    state: dict[str, Any], task: Task, best: dict[str, Any]
-) -> tuple[dict[str, Any] | None, str]:
+def take_snapshot(step: Step, best: Attempt) -> tuple[dict[str, Any] | None, str]:
     """(snapshot of the best at the shape with the most headroom, why ncu was not used or "")."""
-    device = state["device"]
-    result = load_result(state["run_dir"], best["identity"])
-    shape, dtype = profiled_workload(task, device, result)
+    state, settings = step.run, step.run.settings
+    result = step.folder.load_result(best.identity)
+    shape, dtype = profiled_workload(step.task, state.device, result)
     note = ""
-    wanted = state["settings"]["profiler"]["ncu"]
-    if device == "cuda" and wanted and not state.get("profiler", {}).get("ncu_unavailable"):
-        snap, note = _ncu_snapshot(state, task, best, shape, dtype)
+    if state.device == "cuda" and settings.profiler.ncu and not state.profiler.get("ncu_unavailable"):
+        snap, note = _ncu_snapshot(step, best, shape, dtype)
         if snap is not None:
             return snap, ""
     if result is None:
         return None, note
-    sm_count = state["settings"]["device_limits"]["sm_count"]
-    return derived_snapshot(result.model_dump(), shape, sm_count=sm_count), note
+    return derived_snapshot(result.model_dump(), shape, sm_count=settings.device_limits.sm_count), note
 
 
-def _ncu_snapshot(state, task, best, shape, dtype) -> tuple[dict[str, Any] | None, str]:
+def _ncu_snapshot(
+    step: Step, best: Attempt, shape: dict[str, int], dtype: str
+) -> tuple[dict[str, Any] | None, str]:
     reason = ncu_available()
     if reason:
         return None, reason
-    run_dir = Path(state["run_dir"])
-    where = "_".join(f"{k}{v}" for k, v in shape.items())
-    out_csv = run_dir / "profiles" / f"{best['identity']}_{where}_{dtype}.csv"  # one profile per shape
+    out_csv = step.folder.profile_file(best.identity, shape, dtype)  # one profile per shape
     try:
         if not out_csv.exists():  # this node may run again after a kill: keep a finished profile
-            timeout = state["settings"]["profiler"]["timeout_s"]
             profile_candidate(
-                task.folder,
-                run_dir / best["candidate"],
-                best["config"],
+                step.task.folder,
+                step.folder.path(best.candidate),
+                best.config,
                 shape,
                 dtype,
                 out_csv,
-                timeout_s=timeout,
+                timeout_s=step.run.settings.profiler.timeout_s,
             )
         snaps = snapshots_from_csv(out_csv)
     except Exception as exc:  # ncu failing is reported once; the run goes on with derived snapshots

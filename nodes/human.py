@@ -16,21 +16,21 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from graph.routing import decision, finish, fresh_streaks, held_for_review
-from nodes.audit import audit
+from loop.records import Attempt, ExtraModule
+from loop.roles import Proposal
+from loop.routes import after_human, standing_of
+from loop.state import RunState
+from loop.streaks import Streaks
 from nodes.propose import review_record
-from nodes.records import approved_record, load_result, save_result
 from nodes.report import write_report
-from nodes.roles import Proposal
-from nodes.runtime import RunContext, run_task, watchdog_accepts
+from nodes.step import Step, Update, node
+from nodes.watch import watchdog_accepts
 from tools.task import Task
 
 CHOICES = [
@@ -74,15 +74,17 @@ def _assignment(token: str, spaces: dict[str, dict[str, list]]) -> tuple[list[st
     return modules, key, values
 
 
-def parse_answer(answer: Any, state: dict[str, Any], task: Task) -> dict[str, Any]:
-    """The answer as {action, ...}; raises AnswerError naming what is wrong."""
+def parse_answer(
+    answer: Any, spaces: dict[str, dict[str, list]], attempts: list[Attempt], task: Task
+) -> dict[str, Any]:
+    """The answer as {action, ...}, against the run's search spaces and attempts; raises AnswerError
+    naming what is wrong."""
     if isinstance(answer, dict):
         answer = answer.get("answer", "")
     if not isinstance(answer, str) or not answer.strip():
         raise AnswerError(f"an answer is one of: {', '.join(ACTIONS)}")
     tokens = answer.split()
     action, args = tokens[0].lower(), tokens[1:]
-    spaces = state["search_spaces"]
     if action in ("continue", "stop"):
         if args:
             raise AnswerError(f"{action} takes no arguments")
@@ -117,28 +119,28 @@ def parse_answer(answer: Any, state: dict[str, Any], task: Task) -> dict[str, An
     if action == "candidate":
         return _parse_candidate(answer.strip()[len(tokens[0]) :].strip(), spaces, task)
     if action == "approve":
-        return _parse_approve(args, state)
+        return _parse_approve(args, attempts)
     raise AnswerError(f"unknown answer {tokens[0]!r}; choose one of: {', '.join(ACTIONS)}")
 
 
-def _parse_approve(args: list[str], state: dict[str, Any]) -> dict[str, Any]:
+def _parse_approve(args: list[str], attempts: list[Attempt]) -> dict[str, Any]:
     """``approve N [N ...]`` (``#N`` or comma lists too): every N must be a candidate held as a speedup."""
     numbers = [t.strip().lstrip("#") for arg in args for t in arg.split(",") if t.strip()]
     if not numbers:
         raise AnswerError("approve needs the number of a held candidate, e.g. approve 12")
-    attempts = {a["n"]: a for a in state.get("attempts", [])}
+    by_number = {a.n: a for a in attempts}
     chosen = []
     for raw in numbers:
-        if not raw.isdigit() or int(raw) not in attempts:
+        if not raw.isdigit() or int(raw) not in by_number:
             raise AnswerError(f"approve {raw}: no evaluated candidate #{raw}")
-        attempt = attempts[int(raw)]
-        if attempt.get("held") == "roofline":
+        attempt = by_number[int(raw)]
+        if attempt.held == "roofline":
             raise AnswerError(
                 f"approve {raw}: #{raw} measured faster than the copy bandwidth, so the measurement "
                 "itself is wrong; it cannot be approved"
             )
-        if attempt.get("held") != "speedup":
-            raise AnswerError(f"approve {raw}: #{raw} was not held for review ({attempt['verdict']})")
+        if attempt.held != "speedup":
+            raise AnswerError(f"approve {raw}: #{raw} was not held for review ({attempt.verdict})")
         chosen.append(int(raw))
     return {"action": "approve", "attempts": chosen}
 
@@ -167,164 +169,138 @@ def _parse_candidate(text: str, spaces: dict[str, dict[str, list]], task: Task) 
 
 
 # -- the node --------------------------------------------------------------------------------------
-def pause_summary(state: dict[str, Any]) -> dict[str, Any]:
-    best, baseline = state["best"], state["baseline"]
-    failures = [a for a in state.get("attempts", []) if a["verdict"] != "pass"][-5:]
+def pause_summary(state: RunState) -> dict[str, Any]:
+    """What the human is shown: why the run paused, the best, the last errors, the held candidates."""
+    best, baseline_us = state.best, state.baseline.geomean_us or 0.0
+
+    def brief(a: Attempt, *keys: str) -> dict[str, Any]:
+        return a.model_dump(mode="json", include={"n", "module", "config", *keys})
+
+    failures = [a for a in state.attempts if not a.passed][-5:]
+    held = [a for a in state.attempts if a.held == "speedup" and a.n not in state.approved and a.geomean_us]
     return {
-        "why": state.get("route", {}).get("reason", ""),
-        "round": state["round"],
-        "rounds_done": state.get("rounds_done", 0),
-        "baseline_us": baseline["geomean_us"],
-        "best": {
-            "n": best["n"],
-            "module": best["module"],
-            "config": best["config"],
-            "geomean_us": best["geomean_us"],
-            "speedup": round(baseline["geomean_us"] / best["geomean_us"], 3),
-            "interpreted": best.get("interpreted"),
-        },
-        "last_errors": [
-            {
-                "n": a["n"],
-                "module": a["module"],
-                "config": a["config"],
-                "error_type": a["error_type"],
-                "message": a["message"],
-            }
-            for a in failures
-        ],
-        "search_spaces": state["search_spaces"],
-        "forbid": state.get("forbid", []),
+        "why": state.route.reason,
+        "round": state.round,
+        "rounds_done": state.rounds_done,
+        "baseline_us": baseline_us,
+        "best": brief(best, "geomean_us", "interpreted")
+        | {"speedup": round(baseline_us / (best.geomean_us or 1.0), 3)},
+        "last_errors": [brief(a, "error_type", "message") for a in failures],
+        "search_spaces": state.search_spaces,
+        "forbid": state.forbid,
         # held for review and not approved yet: ``approve N`` accepts one
         "held": [
-            {
-                "n": a["n"],
-                "module": a["module"],
-                "config": a["config"],
-                "geomean_us": a["geomean_us"],
-                "speedup": round(baseline["geomean_us"] / a["geomean_us"], 3),
-                "message": a["message"],
-            }
-            for a in state.get("attempts", [])
-            if a.get("held") == "speedup" and a["n"] not in state.get("approved", []) and a.get("geomean_us")
+            brief(a, "geomean_us", "message") | {"speedup": round(baseline_us / (a.geomean_us or 1.0), 3)}
+            for a in held
         ],
     }
 
 
-def human(
-    state: dict[str, Any], runtime: Runtime[RunContext]
-) -> Command[Literal["diagnose", "critic", "report"]]:
-    task = run_task(state)
+@node("human")
+def human(state: RunState, step: Step) -> Command[Literal["diagnose", "critic", "report"]]:
     summary = pause_summary(state)
-    write_report(state, status="awaiting_human", paused=summary, target=task.spec.target.model_dump())
-    audit(
-        state["run_dir"],
-        "human",
-        f"paused: {summary['why']}",
-        round=state["round"],
-        key=f"pause{len(state.get('attempts', []))}",
+    write_report(step, "awaiting_human", paused=summary)
+    asked = len(state.attempts)
+    step.audit(f"paused: {summary['why']}", key=f"pause{asked}")
+    answer, parsed = ask(state, step.task, summary, step.folder.root)
+    update = apply_answer(parsed, step)
+    standing = standing_of(state, step.task.spec.target)
+    decision = after_human(
+        parsed["action"], standing.model_copy(update={"best": update.get("best", state.best)})
     )
+    update["human"] = parsed
+    # Whatever the answer, the held candidates were shown: they do not ask again.
+    update["held_reviewed"] = sorted(set(state.held_reviewed) | {a.n for a in standing.held})
+    said = f"answer: {answer if isinstance(answer, str) else json.dumps(answer)} -> {decision.to}"
+    return step.go(decision, update, key=f"answer{asked}", said=said)
+
+
+def ask(state: RunState, task: Task, summary: dict[str, Any], run_dir: Path) -> tuple[Any, dict[str, Any]]:
+    """Pause until an answer parses: (the answer as given, parsed). The node runs again from its top on
+    resume, so everything before ``interrupt()`` is idempotent."""
     payload: dict[str, Any] = {
         "question": f"The run needs a decision ({summary['why']}).",
         "summary": summary,
         "choices": CHOICES,
-        "run_dir": state["run_dir"],
+        "run_dir": str(run_dir),
         "error": None,
     }
     while True:
         answer = interrupt(payload)
         try:
-            parsed = parse_answer(answer, state, task)
-            break
+            return answer, parse_answer(answer, state.search_spaces, state.attempts, task)
         except AnswerError as exc:
             payload = {**payload, "error": str(exc)}
-    started = time.monotonic()
-    update, goto = apply_answer(parsed, state, task)
-    if goto == "diagnose":
-        # An answer that resumes the search still keeps the budget: a held candidate's review can come
-        # when the minutes left are too few for another round.
-        done = finish({**state, **update}, task.spec.target.model_dump())
-        if done:
-            update["stop"], goto = done, "report"
-    audit(
-        state["run_dir"],
-        "human",
-        f"answer: {answer if isinstance(answer, str) else json.dumps(answer)} -> {goto}",
-        round=state["round"],
-        key=f"answer{len(state.get('attempts', []))}",
-    )
-    update["human"] = parsed
-    # Whatever the answer, the held candidates were shown: they do not ask again.
-    update["held_reviewed"] = sorted(
-        set(state.get("held_reviewed", [])) | {a["n"] for a in held_for_review(state)}
-    )
-    update["route"] = decision("human", goto, f"human: {parsed['action']}")
-    update["active_s"] = time.monotonic() - started
-    return Command(goto=goto, update=update)
 
 
-def _persist_approval(run_dir: str, attempt: dict[str, Any]) -> None:
+def apply_answer(parsed: dict[str, Any], step: Step) -> Update:
+    """The state's changes for an answer (where it leads is loop.routes.after_human's)."""
+    action, state = parsed["action"], step.run
+    if action == "stop":
+        return {}
+    if action == "approve":
+        return approve(parsed["attempts"], step)
+    if action in ("widen", "constrain"):
+        return {**reshaped(parsed, state), "streaks": Streaks()}
+    if action == "candidate":
+        prop = Proposal(
+            module=parsed["module"],
+            config=parsed["config"],
+            source=Path(parsed["path"]).read_text(),
+            rationale=f"supplied by a human at round {state.round} ({Path(parsed['path']).name})",
+            expected_effect="the human's judgement",
+        )
+        return {"proposals": [review_record(prop, step, "human")], "critic_round": 0, "streaks": Streaks()}
+    return {"streaks": Streaks()}  # continue
+
+
+def reshaped(parsed: dict[str, Any], state: RunState) -> Update:
+    """The search space widened or constrained, the forbidden constructs extended."""
+    spaces = copy.deepcopy(state.search_spaces)
+    for change in parsed["changes"]:
+        for m in change["modules"]:
+            current = spaces[m][change["key"]]
+            if parsed["action"] == "widen":
+                spaces[m][change["key"]] = current + [v for v in change["values"] if v not in current]
+            else:
+                spaces[m][change["key"]] = [v for v in current if v in change["values"]]
+    forbid = list(state.forbid)
+    forbid += [c for c in parsed.get("forbid", []) if c not in forbid]
+    return {"search_spaces": spaces, "forbid": forbid}
+
+
+def approve(numbers: list[int], step: Step) -> Update:
+    """Held candidates accepted as results: their result files become passes, their modules join the
+    search, and the fastest faces the watchdog before it becomes the best."""
+    state = step.run
+    approved = [a for a in state.attempts if a.n in numbers]
+    extra: dict[str, ExtraModule] = {name: e.model_copy() for name, e in state.extra_modules.items()}
+    for a in approved:
+        _persist_approval(step, a)
+        if a.module in extra:
+            extra[a.module].passed = True  # its module joins the search like a passing one
+    update: Update = {
+        "approved": sorted(set(state.approved) | set(numbers)),
+        "streaks": Streaks(),
+        "extra_modules": extra,
+    }
+    fastest = min(approved, key=lambda a: a.geomean_us or 0.0)
+    if (fastest.geomean_us or 0.0) < (state.best.geomean_us or 0.0):
+        # An approved candidate faces the watchdog like any new best; the approval stands either way.
+        candidate = fastest.approved()
+        if watchdog_accepts(step, candidate, state.best):
+            update["best"] = candidate
+        else:
+            step.audit(f"approved #{candidate.n} stays out of the best: the watchdog kept #{state.best.n}")
+    return update
+
+
+def _persist_approval(step: Step, attempt: Attempt) -> None:
     """The approved result file becomes a pass (what export and later tools read), saying who approved."""
-    result = load_result(run_dir, attempt["identity"])
+    result = step.folder.load_result(attempt.identity)
     if result is None or result.passed:
         return
     result.verdict, result.stage, result.error_type = "pass", "done", None
     result.message = f"held for review ({result.message}); approved by a human"
     result.details = {**result.details, "approved_by": "human"}
-    save_result(run_dir, attempt["identity"], result)
-
-
-def apply_answer(parsed: dict[str, Any], state: dict[str, Any], task: Task) -> tuple[dict[str, Any], str]:
-    action = parsed["action"]
-    if action == "stop":
-        return {"stop": {"status": "stopped_by_human", "reason": "the human chose to stop"}}, "report"
-    fresh = fresh_streaks()
-    if action == "continue":
-        return {"streaks": fresh}, "diagnose"
-    if action == "approve":
-        approved = [a for a in state["attempts"] if a["n"] in parsed["attempts"]]
-        fastest = min(approved, key=lambda a: a["geomean_us"])
-        update: dict[str, Any] = {
-            "approved": sorted(set(state.get("approved", [])) | set(parsed["attempts"])),
-            "streaks": fresh,
-        }
-        extra = copy.deepcopy(state.get("extra_modules", {}))
-        for a in approved:
-            _persist_approval(state["run_dir"], a)
-            if a["module"] in extra:
-                extra[a["module"]]["passed"] = True  # its module joins the search like a passing one
-        update["extra_modules"] = extra
-        if fastest["geomean_us"] < state["best"]["geomean_us"]:
-            # An approved candidate faces the watchdog like any new best; the approval stands either way.
-            candidate = approved_record(fastest)
-            if watchdog_accepts(task, state, candidate, state["best"], "human"):
-                update["best"] = candidate
-            else:
-                audit(
-                    state["run_dir"], "human",
-                    f"approved #{candidate['n']} stays out of the best: the watchdog kept #{state['best']['n']}",
-                    round=state["round"],
-                )  # fmt: skip
-        return update, "diagnose"
-    if action in ("widen", "constrain"):
-        spaces = copy.deepcopy(state["search_spaces"])
-        for change in parsed["changes"]:
-            for m in change["modules"]:
-                current = spaces[m][change["key"]]
-                if action == "widen":
-                    spaces[m][change["key"]] = current + [v for v in change["values"] if v not in current]
-                else:
-                    spaces[m][change["key"]] = [v for v in current if v in change["values"]]
-        forbid = list(state.get("forbid", []))
-        forbid += [c for c in parsed.get("forbid", []) if c not in forbid]
-        return {"search_spaces": spaces, "forbid": forbid, "streaks": fresh}, "diagnose"
-    source = Path(parsed["path"]).read_text()
-    prop = Proposal(
-        module=parsed["module"],
-        config=parsed["config"],
-        source=source,
-        rationale=f"supplied by a human at round {state['round']} ({Path(parsed['path']).name})",
-        expected_effect="the human's judgement",
-    )
-    record = review_record(prop, task, state, "human")
-    return {"proposals": [record], "critic_round": 0, "streaks": fresh}, "critic"
+    step.folder.save_result(attempt.identity, result)

@@ -7,35 +7,27 @@ the baseline when the source differs) is what the proposer reads in reflect mode
 from __future__ import annotations
 
 import difflib
-import time
-from pathlib import Path
-from typing import Any
 
-from langgraph.runtime import Runtime
-
-from graph.routing import decision
-from nodes.audit import audit
-from nodes.records import load_result
-from nodes.runtime import RunContext, run_task
+from loop.records import Decision
+from loop.state import RunState
+from nodes.step import Step, Update, node
+from tools.run_folder import RunFolder
 
 LOG_TAIL_LINES = 30
 MAX_FAILURES = 6
 
 
-def reflection_text(state: dict[str, Any], baseline_source: str) -> str:
-    failed_rounds = max(state["streaks"]["compile_failures"], state["streaks"]["same_error"]["count"], 1)
-    first_round = state["round"] - failed_rounds
-    failures = [a for a in state.get("attempts", []) if a["verdict"] != "pass" and a["round"] >= first_round]
+def reflection_text(state: RunState, folder: RunFolder, baseline_source: str) -> str:
+    failed_rounds = max(state.streaks.compile_failures, state.streaks.same_error.count, 1)
+    first_round = state.round - failed_rounds
+    failures = [a for a in state.attempts if not a.passed and a.round >= first_round]
     parts = [f"{len(failures)} failed attempt(s) in the last {failed_rounds} round(s), against the baseline:"]
     for a in failures[-MAX_FAILURES:]:
-        parts.append(
-            f"\n## attempt #{a['n']}: {a['module']} {a['config']}: "
-            f"{a['stage']}/{a['error_type']}: {a['message']}"
-        )
-        result = load_result(state["run_dir"], a["identity"])
+        parts.append(f"\n## attempt #{a.n}: {a.module} {a.config}: {a.stage}/{a.error_type}: {a.message}")
+        result = folder.load_result(a.identity)
         if result and result.log:
             parts.append("log (tail):\n" + "\n".join(result.log.splitlines()[-LOG_TAIL_LINES:]))
-        source = Path(state["run_dir"], a["candidate"]).read_text()
+        source = folder.path(a.candidate).read_text()
         if source.strip() != baseline_source.strip():
             diff = difflib.unified_diff(
                 baseline_source.splitlines(), source.splitlines(), "baseline", "attempt", lineterm=""
@@ -46,21 +38,12 @@ def reflection_text(state: dict[str, Any], baseline_source: str) -> str:
     return "\n".join(parts)
 
 
-def reflect(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
-    started = time.monotonic()
-    task = run_task(state)
-    text = reflection_text(state, task.baseline_source)
-    streaks = {**state["streaks"], "compile_failures": 0}  # the reflection answers this streak
-    reason = state.get("route", {}).get("reason", "repeated failures")
-    audit(
-        state["run_dir"],
-        "reflect",
-        f"re-reading the failures against the baseline ({reason})",
-        round=state["round"],
-    )
+@node("reflect")
+def reflect(state: RunState, step: Step) -> Update:
+    reason = state.route.reason or "repeated failures"
+    step.audit(f"re-reading the failures against the baseline ({reason})")
     return {
-        "reflection": text,
-        "streaks": streaks,
-        "route": decision("reflect", "propose", reason, "reflect"),
-        "active_s": time.monotonic() - started,
+        "reflection": reflection_text(state, step.folder, step.task.baseline_source),
+        "streaks": state.streaks.model_copy(update={"compile_failures": 0}),  # the reflection answers it
+        "route": Decision(source="reflect", to="propose", reason=reason, mode="reflect"),
     }

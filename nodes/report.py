@@ -15,145 +15,126 @@ import time
 from pathlib import Path
 from typing import Any
 
-from langgraph.runtime import Runtime
-
-from graph.routing import finish, judged_at
+from loop.records import Attempt, Review, ShapeRow, Stop
+from loop.scoring import judged_at
+from loop.state import RunState
 from memory.artifacts import ArtifactError, index_run
-from nodes.audit import audit, read_trail
+from nodes.audit import read_trail
 from nodes.case_memory import cases_of_run, library_for_run
 from nodes.llm.accounting import collect as collect_accounting
-from nodes.runtime import RunContext, agents_for, module_source, run_task
+from nodes.runtime import module_source
+from nodes.step import Step, Update, node
 from tools.dispatch import shape_label, table_wins
 from tools.export import export_to_run
+from tools.run_folder import PROGRESS, REPORT_JSON, REPORT_MD
 from tools.sandbox import describe as sandbox_description
-from tools.task import Task, meets_min_dims
+from tools.task import Target, meets_min_dims
 
 INTERPRETED_NOTE = (
     "Timings are Triton-interpreter wall times on the CPU: usable to rank candidates, never a speed claim."
 )
 
 
-def _summary(a: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not a:
-        return None
-    keys = (
-        "n",
-        "module",
-        "config",
-        "origin",
-        "geomean_us",
-        "roofline_pct",
-        "candidate",
-        "result",
-        "rationale",
-        "approved_by",  # set when a human approved a candidate held for review
-    )
-    return {k: a.get(k) for k in keys}
+SUMMARY_KEYS = {
+    "n", "module", "config", "origin", "geomean_us", "roofline_pct", "candidate", "result", "rationale",
+    "approved_by",  # set when a human approved a candidate held for review
+}  # fmt: skip
+ATTEMPT_KEYS = {
+    "n", "round", "identity", "module", "config", "origin", "verdict", "stage", "error_type", "message",
+    "geomean_us", "roofline_pct", "rationale", "expected_effect", "candidate", "result", "cached",
+}  # fmt: skip
 
 
-def _per_shape(baseline: dict[str, Any], best: dict[str, Any]) -> list[dict[str, Any]]:
-    base = {(json.dumps(r["shape"], sort_keys=True), r["dtype"]): r for r in baseline.get("per_shape", [])}
+def _summary(a: Attempt) -> dict[str, Any]:
+    return a.model_dump(mode="json", include=SUMMARY_KEYS)
+
+
+def _per_shape(baseline: Attempt, best: Attempt) -> list[dict[str, Any]]:
+    base = {(json.dumps(r.shape, sort_keys=True), r.dtype): r for r in baseline.per_shape}
     rows = []
-    for r in best.get("per_shape", []):
-        b = base.get((json.dumps(r["shape"], sort_keys=True), r["dtype"]), {})
+    for r in best.per_shape:
+        b = base.get((json.dumps(r.shape, sort_keys=True), r.dtype))
+        b_us = b.median_us if b else None
         rows.append(
             {
-                "shape": r["shape"],
-                "dtype": r["dtype"],
-                "baseline_us": b.get("median_us"),
-                "best_us": r["median_us"],
-                "speedup": round(b["median_us"] / r["median_us"], 3)
-                if b.get("median_us") and r["median_us"]
-                else None,
-                "best_gbps": r.get("gbps"),
-                "best_roofline_pct": r.get("roofline_pct"),
-                "baseline_roofline_pct": b.get("roofline_pct"),
+                "shape": r.shape,
+                "dtype": r.dtype,
+                "baseline_us": b_us,
+                "best_us": r.median_us,
+                "speedup": round(b_us / r.median_us, 3) if b_us and r.median_us else None,
+                "best_gbps": r.gbps,
+                "best_roofline_pct": r.roofline_pct,
+                "baseline_roofline_pct": b.roofline_pct if b else None,
             }
         )
     return rows
 
 
-def _target_summary(target: dict[str, Any] | None) -> dict[str, Any] | None:
+def _target_summary(target: Target) -> dict[str, Any]:
     """The task's target plus ``judged_at``: the shapes its roofline_pct is judged at (target.min_dims)."""
-    if target is None:
-        return None
-    return {**target, "judged_at": judged_at(target.get("min_dims")) if target.get("roofline_pct") else None}
+    return {**target.model_dump(), "judged_at": judged_at(target.min_dims) if target.roofline_pct else None}
+
+
+def _attempts(state: RunState) -> list[dict[str, Any]]:
+    return [
+        a.model_dump(mode="json", include=ATTEMPT_KEYS)
+        | {"critique": {"objections": a.objections, "answers": a.answers}}
+        for a in state.attempts
+    ]
+
+
+def _rejected(reviews: list[Review]) -> list[dict[str, Any]]:
+    return [
+        {
+            "module": r.proposal.module,
+            "config": r.proposal.config,
+            "origin": r.origin,
+            "rationale": r.proposal.rationale,
+            "objections": r.objections,
+        }
+        for r in reviews
+    ]
 
 
 def build_report(
-    state: dict[str, Any],
-    status: str,
-    reason: str,
-    paused: dict | None = None,
-    target: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    baseline, best = state["baseline"], state["best"]
-    interpreted = bool(best.get("interpreted"))
-    attempts = [
-        {
-            k: a.get(k)
-            for k in (
-                "n",
-                "round",
-                "identity",
-                "module",
-                "config",
-                "origin",
-                "verdict",
-                "stage",
-                "error_type",
-                "message",
-                "geomean_us",
-                "roofline_pct",
-                "rationale",
-                "expected_effect",
-                "candidate",
-                "result",
-                "cached",
-            )
-        }
-        | {"critique": {"objections": a.get("objections", []), "answers": a.get("answers", [])}}
-        for a in state.get("attempts", [])
-    ]
+    state: RunState, status: str, reason: str, *, target: Target, active_s: float, run_dir: str,
+    memory: dict[str, Any] | None = None, paused: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """report.json: the run's outcome, every attempt, and what the run was set up with."""
+    baseline, best = state.baseline, state.best
+    memory = state.memory if memory is None else memory
     return {
-        "task": state["task"],
-        "task_name": state["task_name"],
+        "task": state.task,
+        "task_name": state.task_name,
         "status": status,
         "reason": reason,
         "target": _target_summary(target),
-        "device": {"kind": state["device"], "name": best.get("device_name"), "interpreted": interpreted},
-        "note": INTERPRETED_NOTE if interpreted else "",
+        "device": {"kind": state.device, "name": best.device_name, "interpreted": best.interpreted},
+        "note": INTERPRETED_NOTE if best.interpreted else "",
         "baseline": _summary(baseline),
         "best": _summary(best),
-        "speedup": round(baseline["geomean_us"] / best["geomean_us"], 4) if best.get("geomean_us") else None,
+        "speedup": round(baseline.geomean_us / best.geomean_us, 4)
+        if best.geomean_us and baseline.geomean_us
+        else None,
         "per_shape": _per_shape(baseline, best),
-        "rounds": state.get("rounds_done", 0),
-        "candidates_evaluated": sum(1 for a in state.get("attempts", []) if a["round"] > 0),
-        "wall_s": round(time.time() - state["started_at"], 1),
-        "active_s": round(state.get("active_s", 0.0), 1),
-        "model": state.get("model"),
-        "critic_model": state.get("critic_model") or state.get("model"),
-        "seed": state.get("seed", 0),
-        "attempts": attempts,
-        "rejected_proposals": [
-            {
-                "module": r["proposal"]["module"],
-                "config": r["proposal"]["config"],
-                "origin": r.get("origin"),
-                "rationale": r["proposal"]["rationale"],
-                "objections": r["objections"],
-            }
-            for r in state.get("rejected", [])
-        ],
-        "retrieved_cases": state.get("retrieved_cases", []),
-        "memory": {"cases_added": 0, **state.get("memory", {"enabled": False, "reason": "not recorded"})},
-        "cache_hits": sum(1 for a in state.get("attempts", []) if a.get("cached")),
-        "profiler": state.get("profiler", {}),
-        "search_spaces": state.get("search_spaces"),
-        "forbid": state.get("forbid"),
-        "settings": state.get("settings"),
+        "rounds": state.rounds_done,
+        "candidates_evaluated": sum(1 for a in state.attempts if a.round > 0),
+        "wall_s": round(time.time() - state.started_at, 1),
+        "active_s": round(active_s, 1),
+        "model": state.model,
+        "critic_model": state.critic_model or state.model,
+        "seed": state.seed,
+        "attempts": _attempts(state),
+        "rejected_proposals": _rejected(state.rejected),
+        "retrieved_cases": state.retrieved_cases,
+        "memory": {"cases_added": 0, **(memory or {"enabled": False, "reason": "not recorded"})},
+        "cache_hits": sum(1 for a in state.attempts if a.cached),
+        "profiler": state.profiler,
+        "search_spaces": state.search_spaces,
+        "forbid": state.forbid,
+        "settings": state.settings.model_dump(mode="json"),
         "paused": paused,
-        "run_dir": state["run_dir"],
+        "run_dir": run_dir,
     }
 
 
@@ -200,7 +181,21 @@ def target_line(target: dict[str, Any] | None, per_shape: list[dict[str, Any]]) 
 
 
 def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
+    """report.md: the report.json in words, with the audit trail."""
+    lines = _head(report) + _per_shape_table(report) + _tried_table(report)
+    lines += ["", "## Audit trail", ""]
+    lines += [f"- r{e.get('round')} {e.get('node')}: {e.get('message')}" for e in trail]
+    return "\n".join(lines) + "\n"
+
+
+def _head(report: dict[str, Any]) -> list[str]:
     best, baseline, memory = report["best"], report["baseline"], report["memory"]
+    approved = (
+        f"; held for review as a suspicious speedup and approved by a {best['approved_by']}"
+        if best.get("approved_by")
+        else ""
+    )
+    interpreted = " (interpreted: a ranking, not a speed claim)" if report["device"]["interpreted"] else ""
     lines = [
         f"# {report['task_name']}: {report['status']}",
         "",
@@ -209,14 +204,8 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         f"- device: {report['device']['kind']} ({report['device']['name']})",
         f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
         f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
-        f"({best['candidate']})"
-        + (
-            f"; held for review as a suspicious speedup and approved by a {best['approved_by']}"
-            if best.get("approved_by")
-            else ""
-        ),
-        f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x"
-        + (" (interpreted: a ranking, not a speed claim)" if report["device"]["interpreted"] else ""),
+        f"({best['candidate']}){approved}",
+        f"- speedup over the baseline: {_fmt(report['speedup'], 3)}x{interpreted}",
         f"- rounds: {report['rounds']}, candidates evaluated: {report['candidates_evaluated']}, "
         f"wall time: {report['wall_s']:.0f} s (active {report['active_s']:.0f} s)",
         f"- proposer: {report['model']}, critic: {report['critic_model']}, seed {report['seed']}",
@@ -225,16 +214,18 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
     if report["note"]:
         lines += ["", f"> {report['note']}"]
     if report["paused"]:
-        p = report["paused"]
         lines += [
             "",
             "## Waiting for a decision",
             "",
-            f"Paused: {p['why']}. Resume with "
+            f"Paused: {report['paused']['why']}. Resume with "
             f"`python -m graph.run --resume {report['run_dir']} --answer 'continue|stop|widen K=V|...'`.",
         ]
-    lines += ["", "## What won", "", best.get("rationale") or "the baseline (nothing beat it)"]
-    lines += [
+    return lines + ["", "## What won", "", best.get("rationale") or "the baseline (nothing beat it)"]
+
+
+def _per_shape_table(report: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Per shape",
         "",
@@ -242,13 +233,15 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in report["per_shape"]:
-        shape = shape_label(r["shape"])
         lines.append(
-            f"| {shape} | {r['dtype']} | {_fmt(r['baseline_us'])} | {_fmt(r['best_us'])} | "
-            f"{_fmt(r['speedup'], 3)} | "
-            f"{_fmt(r['best_gbps'], 0)} | {_fmt(r['best_roofline_pct'], 1)} |"
+            f"| {shape_label(r['shape'])} | {r['dtype']} | {_fmt(r['baseline_us'])} | {_fmt(r['best_us'])} | "
+            f"{_fmt(r['speedup'], 3)} | {_fmt(r['best_gbps'], 0)} | {_fmt(r['best_roofline_pct'], 1)} |"
         )
-    lines += [
+    return lines
+
+
+def _tried_table(report: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## What was tried",
         "",
@@ -267,43 +260,38 @@ def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
         lines += ["", "## Rejected before evaluation", ""]
         for r in report["rejected_proposals"]:
             lines.append(f"- {r['module']} `{json.dumps(r['config'])}`: {'; '.join(r['objections'])}")
-    lines += ["", "## Audit trail", ""]
-    lines += [f"- r{e.get('round')} {e.get('node')}: {e.get('message')}" for e in trail]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def plot_progress(state: dict[str, Any], path: Path) -> None:
+def plot_progress(state: RunState, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    progress = state.get("progress", [])
-    baseline_us = state["baseline"]["geomean_us"]
+    progress, best = state.progress, state.best
+    baseline_us = state.baseline.geomean_us or 0.0
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.step(
-        [p["round"] for p in progress], [p["best_us"] for p in progress], where="post", label="best so far"
-    )
-    table = [(p["round"], p["table_us"]) for p in progress if p.get("table_us")]
-    if any(p.get("table_us") and table_wins(p["table_us"], p["best_us"]) for p in progress):
+    ax.step([p.round for p in progress], [p.best_us for p in progress], where="post", label="best so far")
+    table = [(p.round, p.table_us) for p in progress if p.table_us]
+    if any(p.table_us and p.best_us and table_wins(p.table_us, p.best_us) for p in progress):
         # The per-shape table (each shape's fastest config) is what export hands back when it beats the
         # best by more than tools.dispatch's threshold.
         ax.step(*zip(*table, strict=True), where="post", color="tab:purple", label="per-shape table so far")
-    tried = [(p["round"], p["round_best_us"]) for p in progress if p.get("round_best_us")]
+    tried = [(p.round, p.round_best_us) for p in progress if p.round_best_us]
     if tried:
         ax.scatter(*zip(*tried, strict=True), s=14, color="gray", label="best of the round", zorder=3)
     ax.axhline(baseline_us, color="tab:red", linestyle="--", label=f"baseline {baseline_us:.1f} us")
-    floor = roofline_floor(state["best"].get("per_shape", []))
+    floor = roofline_floor(best.per_shape)
     if floor:
         ax.axhline(floor, color="tab:green", linestyle=":", label=f"roofline floor {floor:.1f} us")
-    interpreted = state["best"].get("interpreted")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round")
-    ax.set_ylabel("geomean time (us)" + (", Triton interpreter" if interpreted else ""))
+    ax.set_ylabel("geomean time (us)" + (", Triton interpreter" if best.interpreted else ""))
     ax.set_title(
-        f"{state['task_name']}: best time per round"
-        + (" (interpreted: no speed claim)" if interpreted else "")
+        f"{state.task_name}: best time per round"
+        + (" (interpreted: no speed claim)" if best.interpreted else "")
     )
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
@@ -311,35 +299,40 @@ def plot_progress(state: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def roofline_floor(per_shape: list[dict[str, Any]]) -> float | None:
+def roofline_floor(per_shape: list[ShapeRow]) -> float | None:
     """Geomean of each shape's time at 100% of the roofline (time x roofline %), when every shape has one."""
-    floors = [r["median_us"] * r["roofline_pct"] / 100 for r in per_shape if r.get("roofline_pct")]
+    floors = [(r.median_us or 0.0) * r.roofline_pct / 100 for r in per_shape if r.roofline_pct]
     if not floors or len(floors) != len(per_shape):
         return None
     return math.exp(sum(math.log(f) for f in floors) / len(floors))
 
 
 def write_report(
-    state: dict[str, Any],
+    step: Step,
     status: str,
     reason: str = "",
-    paused: dict | None = None,
+    *,
+    paused: dict[str, Any] | None = None,
     exported: dict[str, Any] | None = None,
     accounting: dict[str, Any] | None = None,
-    target: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    run_dir = Path(state["run_dir"])
-    report = build_report(state, status, reason or (paused or {}).get("why", ""), paused, target)
-    report["sandbox"] = sandbox_description(state["device"])
+    """report.json, report.md and progress.png in the run folder, the run as it stands now."""
+    state, folder = step.run, step.folder
+    report = build_report(
+        state, status, reason or (paused or {}).get("why", ""), target=step.task.spec.target,
+        active_s=state.active_s + step.elapsed(), run_dir=str(folder.root), memory=memory, paused=paused,
+    )  # fmt: skip
+    report["sandbox"] = sandbox_description(state.device)
     if accounting is not None:
         report["accounting"] = accounting  # tokens, latency, cost per LLM role (empty for the expert policy)
     extra_markdown = ""
     if exported is not None:
         report["export"] = {k: v for k, v in exported.items() if k != "markdown"}
         extra_markdown = _export_markdown(exported)
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    (run_dir / "report.md").write_text(render_markdown(report, read_trail(run_dir)) + extra_markdown)
-    plot_progress(state, run_dir / "progress.png")
+    folder.write(REPORT_JSON, json.dumps(report, indent=2, default=str))
+    folder.write(REPORT_MD, render_markdown(report, read_trail(folder)) + extra_markdown)
+    plot_progress(state, folder.path(PROGRESS))
     return report
 
 
@@ -357,67 +350,52 @@ def _export_markdown(exported: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
-    started = time.monotonic()
-    task = run_task(state)
-    target = task.spec.target.model_dump()
-    done = finish(state, target) or {"status": "budget_exhausted", "reason": "ended"}
-    audit(state["run_dir"], "report", f"{done['status']}: {done['reason']}", round=state["round"])
-    memory = remember_run(state, task)
-    state = {**state, "memory": memory, "active_s": state.get("active_s", 0.0) + (time.monotonic() - started)}
+@node("report")
+def report(state: RunState, step: Step) -> Update:
+    stop = state.stop or Stop(status="budget_exhausted", reason="ended")
+    step.audit(f"{stop.status}: {stop.reason}")
+    memory = remember_run(step)
     # the winner as RUN_DIR/kernel.py: the state's best (the watchdog's or a human-approved one)
-    exported = export_to_run(task, state["run_dir"], best=state["best"]["identity"])
-    audit(
-        state["run_dir"],
-        "report",
-        f"export: {exported.get('path') or exported.get('reason')}",
-        round=state["round"],
-    )
-    accounting = collect_accounting(agents_for(state, runtime))
-    write_report(
-        state, done["status"], done["reason"], exported=exported, accounting=accounting, target=target
-    )
+    exported = export_to_run(step.task, step.folder.root, best=state.best.identity)
+    step.audit(f"export: {exported.get('path') or exported.get('reason')}")
+    accounting = collect_accounting(step.agents)
+    write_report(step, stop.status, stop.reason, exported=exported, accounting=accounting, memory=memory)
     try:
-        index_run(state["run_dir"])
+        index_run(step.folder.root)
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index
-        audit(state["run_dir"], "report", f"run not indexed: {exc}", round=state["round"])
-    return {"stop": done, "memory": memory, "active_s": time.monotonic() - started}
+        step.audit(f"run not indexed: {exc}")
+    return {"stop": stop, "memory": memory}
 
 
-def remember_run(state: dict[str, Any], task: Task) -> dict[str, Any]:
+def remember_run(step: Step) -> dict[str, Any]:
     """Store every evaluated candidate as a case (deduplicated by task + identity); the memory record
     with ``cases_added``. Never raises: a store that fails is reported, the run still ends well."""
-    memory = {**state.get("memory", {}), "cases_added": 0}
+    state = step.run
+    memory = {**state.memory, "cases_added": 0}
     library, why = library_for_run(state)
     if library is None:
         if memory.get("enabled"):
             memory["store_error"] = why
-            audit(state["run_dir"], "report", f"cases not stored: {why}", round=state["round"])
+            step.audit(f"cases not stored: {why}")
         return memory
-    run_dir = state["run_dir"]
     diagnoses = {
         e["round"]: {"diagnosis": e.get("diagnosis", ""), "snapshot": e.get("snapshot")}
-        for e in read_trail(run_dir)
+        for e in read_trail(step.folder)
         if e.get("node") == "diagnose" and "diagnosis" in e
     }
 
     def module_text(module: str) -> str | None:
         try:
-            return module_source(task, state, module)
+            return module_source(step.task, state, step.folder, module)
         except OSError:
             return None
 
     try:
-        cases = cases_of_run(state, task, diagnoses, module_text)
+        cases = cases_of_run(state, step.task, step.folder, diagnoses, module_text)
         memory["cases_added"] = library.add(cases)
     except Exception as exc:
         memory["store_error"] = f"{type(exc).__name__}: {exc}"
-        audit(run_dir, "report", f"cases not stored: {memory['store_error']}", round=state["round"])
+        step.audit(f"cases not stored: {memory['store_error']}")
         return memory
-    audit(
-        run_dir,
-        "report",
-        f"memory: {memory['cases_added']} new case(s) of {len(cases)} evaluated candidate(s) stored",
-        round=state["round"],
-    )
+    step.audit(f"memory: {memory['cases_added']} new case(s) of {len(cases)} evaluated candidate(s) stored")
     return memory

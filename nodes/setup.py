@@ -1,112 +1,118 @@
-"""setup: load the task, merge the settings, evaluate the baseline, open the run folder."""
+"""setup: load the task, merge the settings, open the run folder, evaluate the baseline."""
 
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
 from typing import Any
 
-from langgraph.config import get_stream_writer
-from langgraph.runtime import Runtime
-
-from graph.routing import decision, fresh_streaks
-from graph.settings import load_settings
-from nodes.audit import audit
+from loop.records import Attempt, Decision, ProgressEntry
+from loop.settings import Settings, load_settings
+from loop.state import RunInput
+from loop.streaks import Streaks
 from nodes.case_memory import open_library, validation_cache_status
-from nodes.records import attempt_record, default_run_dir, load_result, save_result, write_candidate
-from nodes.runtime import RunContext, eval_settings, evaluator_for
+from nodes.records import attempt_record
+from nodes.runtime import eval_settings, evaluator_for
+from nodes.step import Step, Update, node
 from tools.candidate import Candidate
 from tools.evaluate import resolve_device
-from tools.task import TaskError, load_task
+from tools.results import EvalResult
+from tools.run_folder import RunFolder
+from tools.task import Task, TaskError, load_task
 
 
-def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
-    started, started_at = time.monotonic(), time.time()
-    if not state.get("task"):
+@node("setup")
+def setup(state: RunInput, step: Step) -> Update:
+    started_at = time.time()
+    if not state.task:
         raise TaskError("task: no task given (a task folder or its task.json)")
-    task = load_task(state["task"])
-    device = resolve_device(state.get("device") or "auto")
-    settings = load_settings(task, state.get("overrides"))
-    run_dir = Path(state.get("run_dir") or default_run_dir(task.name)).resolve()
-    for sub in ("candidates", "results"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    task = load_task(state.task)
+    device = resolve_device(state.device or "auto")
+    settings = load_settings(task, state.overrides)
+    root = step.context.run_dir or state.run_dir or RunFolder.default_root(task.name)
+    step.folder = RunFolder(Path(root).resolve()).create()
+    result = evaluate_baseline(step, task, device, settings)
+    baseline = attempt_record(
+        0, 0, baseline_candidate(task), task.baseline_name, result, min_dims=task.spec.target.min_dims
+    )
+    memory = memory_status(step, settings, result)
+    note = " (Triton interpreter: ranks only, no speed claim)" if result.device.interpreted else ""
+    config = baseline.config
+    step.audit(f"baseline {task.baseline_name} {config}: {result.metrics.geomean_us:.2f} us geomean{note}")
+    step.emit(
+        "baseline", status="done", geomean_us=baseline.geomean_us, budget=settings.budget, device=device
+    )
+    return {
+        "task": str(Path(state.task).resolve()),
+        "device": device,
+        "model": state.model or "expert",
+        "critic_model": state.critic_model,
+        "seed": state.seed,
+        "run_dir": str(step.folder.root),
+        "started_at": started_at,
+        **first_state(task, settings, baseline, step.elapsed()),
+        "memory": memory,
+    }
 
+
+def baseline_candidate(task: Task) -> Candidate:
     config = task.default_config()
     problems = task.config_problems(config)
     if problems:
         raise TaskError(f"settings.baseline_config: {'; '.join(problems)}")
-    baseline = Candidate(
+    return Candidate(
         source=task.baseline_source,
         config=config,
         origin="baseline",
         module=task.baseline_name,
         rationale="the task's baseline",
     )
-    write_candidate(run_dir, baseline)
-    result = load_result(run_dir, baseline.identity)
+
+
+def evaluate_baseline(step: Step, task: Task, device: str, settings: Settings) -> EvalResult:
+    """The baseline's result: read back when a resumed setup finds it, else evaluated; it must pass."""
+    baseline = baseline_candidate(task)
+    step.folder.write_candidate(baseline)
+    result = step.folder.load_result(baseline.identity)
     if result is None:
-        get_stream_writer()({"event": "baseline", "status": "evaluating", "device": device})
-        result = evaluator_for(runtime)(
-            task, [baseline], device=device, settings=eval_settings(task, settings)
-        )[0]
-        save_result(run_dir, baseline.identity, result)
+        step.emit("baseline", status="evaluating", device=device)
+        evaluate = evaluator_for(step.context)
+        result = evaluate(task, [baseline], device=device, settings=eval_settings(task, settings))[0]
+        step.folder.save_result(baseline.identity, result)
     if not result.passed:
         raise TaskError(
-            f"baseline: {task.baseline_name} {config} fails evaluation on {device} "
+            f"baseline: {task.baseline_name} {baseline.config} fails evaluation on {device} "
             f"({result.stage}/{result.error_type}): {result.message}"
         )
-    record = attempt_record(
-        0, 0, baseline, task.baseline_name, result, run_dir, min_dims=task.spec.target.min_dims
-    )
-    memory = memory_status(settings, result, run_dir)
-    note = " (Triton interpreter: ranks only, no speed claim)" if result.device.interpreted else ""
-    audit(
-        run_dir,
-        "setup",
-        f"baseline {task.baseline_name} {config}: {result.metrics.geomean_us:.2f} us geomean{note}",
-        round=0,
-    )
-    get_stream_writer()(
-        {
-            "event": "baseline",
-            "status": "done",
-            "geomean_us": record["geomean_us"],
-            "budget": settings["budget"],
-            "device": device,
-        }
-    )
-    elapsed = time.monotonic() - started
+    return result
+
+
+def first_state(task: Task, settings: Settings, baseline: Attempt, elapsed: float) -> Update:
+    """The rest of the state at the start: the baseline is the best, round 1 comes next."""
+    us = baseline.geomean_us
     return {
-        "task": str(Path(state["task"]).resolve()),
         "task_name": task.name,
-        "device": device,
-        "model": state.get("model") or "expert",
-        "critic_model": state.get("critic_model"),
-        "seed": state.get("seed", 0),
-        "run_dir": str(run_dir),
         "settings": settings,
-        "started_at": started_at,
-        "search_spaces": copy.deepcopy(task.search_spaces),
+        "search_spaces": task.search_spaces,
         "forbid": list(task.spec.constraints.forbid),
         "extra_modules": {},
-        "baseline": record,
-        "best": record,
-        "attempts": [record],
+        "baseline": baseline,
+        "best": baseline,
+        "attempts": [baseline],
         "round": 1,
         "rounds_done": 0,
         "progress": [
-            {
-                "round": 0,
-                "best_us": record["geomean_us"],
-                "round_best_us": record["geomean_us"],
-                "table_us": record["geomean_us"],
-                "evaluated": 1,
-                "passed": 1,
-                "active_s": round(elapsed, 1),
-            }
+            ProgressEntry(
+                round=0,
+                best_us=us,
+                round_best_us=us,
+                table_us=us,
+                evaluated=1,
+                passed=1,
+                active_s=round(elapsed, 1),
+            )
         ],
-        "streaks": fresh_streaks(),
+        "streaks": Streaks(),
         "snapshot": None,
         "snapshot_of": "",
         "diagnosis": None,
@@ -114,17 +120,15 @@ def setup(state: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]
         "critic_round": 0,
         "reflection": "",
         "last_failure": None,
-        "route": decision("setup", "diagnose", "baseline evaluated"),
+        "route": Decision(source="setup", to="diagnose", reason="baseline evaluated"),
         "human": None,
         "stop": None,
         "retrieved_cases": [],
-        "memory": memory,
         "profiler": {},
-        "active_s": elapsed,
     }
 
 
-def memory_status(settings: dict[str, Any], baseline: Any, run_dir: Path) -> dict[str, Any]:
+def memory_status(step: Step, settings: Settings, baseline: EvalResult) -> dict[str, Any]:
     """Open the case library once to learn whether memory is on; say so on the terminal and in the trail.
 
     The library stays out of the state (nodes reopen it, cached per process); the state keeps
@@ -148,6 +152,6 @@ def memory_status(settings: dict[str, Any], baseline: Any, run_dir: Path) -> dic
     said = f"memory on: case library {memory['store']} ({cases} cases)" if library is not None else why
     cache_note = "on" if cache["enabled"] else f"off ({cache['reason']})"
     message = f"{said}; validation cache {cache_note}"
-    audit(run_dir, "setup", message, round=0, key="memory")
-    get_stream_writer()({"event": "memory", **memory, "message": message})
+    step.audit(message, key="memory")
+    step.emit("memory", **memory, message=message)
     return memory

@@ -1,4 +1,4 @@
-"""Classify a snapshot's metrics into one of the seven bottleneck labels of DESIGN section 4.
+"""Classify a snapshot's metrics into one of the seven bottleneck labels (docs/CONTRACTS.md).
 
 Every rule reads measured counters only (never the kernel's name) against thresholds kept in
 configs/profiles.yaml, and says why in evidence lines a person can check against the numbers.

@@ -1,4 +1,4 @@
-"""A snapshot without a profiler: what the evaluator's result (DESIGN section 3) already says.
+"""A snapshot without a profiler: what the evaluator's result (an EvalResult) already says.
 
 Triton's resource report (registers, spills, shared memory), the launch grid against the SM count and
 the achieved bandwidth against the roofline. Labelled ``"source": "derived"`` and classified with the
@@ -120,7 +120,7 @@ def classify_derived(m: dict[str, Any], thresholds: dict[str, Any] | None = None
 def derived_snapshot(
     result: dict, shape: dict | None = None, sm_count: int = 132, *, thresholds: dict | None = None
 ) -> dict:
-    """DESIGN section 4 snapshot from an EvalResult dict (``.model_dump()``), labelled "derived".
+    """The profile snapshot (docs/CONTRACTS.md) from an EvalResult dict (``.model_dump()``), labelled "derived".
 
     ``shape`` picks the timed shape (default: the first); ``thresholds`` defaults to configs/profiles.yaml.
     """

@@ -1,4 +1,4 @@
-"""Compress an ncu launch into the DESIGN section 4 snapshot: a few dozen numbers and a bottleneck label.
+"""Compress an ncu launch into the profile snapshot: a few dozen numbers and a bottleneck label.
 
 Both ncu pages are read into the same fields, so a raw report and a details report of the same kernel
 classify the same way. The details page lacks the per-reason stall and per-pipe counters unless they
@@ -253,7 +253,7 @@ def snapshot_metrics(launch: NcuLaunch) -> dict[str, Any]:
 
 
 def build_snapshot(launch: NcuLaunch, thresholds: dict | None = None) -> dict[str, Any]:
-    """DESIGN section 4 snapshot of one ncu launch, classified."""
+    """The profile snapshot of one ncu launch, classified."""
     metrics = snapshot_metrics(launch)
     verdict = classify(metrics, thresholds or load_thresholds())
     return {

@@ -16,7 +16,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from graph.builder import builder
-from nodes.roles import AgentContext, Critique, Diagnosis, Proposal
+from loop.records import Attempt
+from loop.roles import AgentContext, Critique, Diagnosis, Proposal, Proposed
+from loop.settings import default_settings
+from loop.state import RunState
 from nodes.runtime import RunContext
 from tools.candidate import Candidate
 from tools.results import DeviceInfo, EvalResult, Metrics, ShapeTiming
@@ -82,7 +85,8 @@ Script = list[Any] | Callable[[AgentContext], Any]
 
 
 class ScriptedProposer:
-    """Returns the next scripted batch (a list of Proposal, or a callable of the context)."""
+    """Returns the next scripted batch (a list of Proposal, or a callable of the context), with
+    ``last_reason`` and ``converged`` as the reason it gives when a batch is empty."""
 
     def __init__(self, script: list[Any]):
         self.script = list(script)
@@ -90,10 +94,13 @@ class ScriptedProposer:
         self.last_reason = ""
         self.converged = False
 
-    def propose(self, ctx: AgentContext) -> list[Proposal]:
+    def propose(self, ctx: AgentContext) -> Proposed:
         self.calls.append(ctx.model_copy(deep=True))
         step = self.script.pop(0) if self.script else []
-        return step(ctx) if callable(step) else step
+        batch = step(ctx) if callable(step) else step
+        if isinstance(batch, Proposed):
+            return batch
+        return Proposed(proposals=batch, reason=self.last_reason, converged=self.converged)
 
 
 class ScriptedCritic:
@@ -118,6 +125,31 @@ class FixedDiagnoser:
     def diagnose(self, ctx: AgentContext) -> Diagnosis:
         self.calls.append(ctx.model_copy(deep=True))
         return Diagnosis(bottleneck=self.bottleneck, confidence=0.5, summary=f"{self.bottleneck} (scripted)")
+
+
+# A state as setup leaves it, with nothing in it: the rules' tests fill in what each case is about.
+BLANK = {"task": str(AXPY), "task_name": "axpy", "started_at": 0.0, "search_spaces": {}, "forbid": [],
+         "round": 1, "rounds_done": 0, "snapshot": None, "snapshot_of": "", "diagnosis": None,
+         "proposals": [], "critic_round": 0, "reflection": "", "last_failure": None, "human": None,
+         "stop": None, "route": {"source": "setup", "to": "diagnose", "reason": "start"},
+         "retrieved_cases": [], "memory": {}}  # fmt: skip
+
+
+def record(a: dict[str, Any]) -> Attempt:
+    """An attempt record from the fields a case names (the rest as for a baseline)."""
+    return Attempt.model_validate({"n": 0, "round": 0, "identity": "x", "module": "baseline.py", **a})
+
+
+def typed_state(state: dict[str, Any]) -> RunState:
+    """A plain state dict, as a checkpoint holds it, typed; what it leaves out is BLANK's."""
+    fields = {**BLANK, "streaks": {}, **state}
+    if "settings" not in fields:
+        fields["settings"] = default_settings() | {"budget": {"rounds": 6, "candidates_per_round": 2,
+                                                              "minutes": 60, "candidates": 12}}  # fmt: skip
+    for key in ("baseline", "best"):
+        fields[key] = record(fields[key])
+    fields["attempts"] = [record(a) for a in fields.get("attempts", [])]
+    return RunState.model_validate(fields)
 
 
 def prop(block: int, warps: int, **extra: Any) -> Proposal:

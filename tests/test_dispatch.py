@@ -96,15 +96,16 @@ def test_ranges_and_the_markdown_table_name_each_bucket():
 
 
 def test_the_cli_reads_a_run_folder(tmp_path, capsys):
-    from nodes.records import save_result, write_candidate
     from tools.candidate import Candidate
     from tools.results import EvalResult
+    from tools.run_folder import RunFolder
 
+    folder = RunFolder(tmp_path)
     for c in (BASE, LARGE, SMALL):
         cand_ = Candidate(source=f"# {c.identity}\n", config=c.config, module=c.module)
-        write_candidate(tmp_path, cand_)
+        folder.write_candidate(cand_)
         result = EvalResult(verdict="pass", stage="done", metrics={"per_shape": c.per_shape})
-        save_result(tmp_path, cand_.identity, result)
+        folder.save_result(cand_.identity, result)
     assert main([str(tmp_path), "--bucket-dims", "M", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["table_wins"] and report["candidates"] == 3

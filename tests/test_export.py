@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
-from nodes.records import save_result, write_candidate
 from tools.candidate import Candidate
 from tools.dispatch import TimedCandidate
 from tools.evaluate import EvalSettings, Evaluator, evaluate
 from tools.export import build_export, export_candidate, export_to_run, main
+from tools.run_folder import RunFolder
 from tools.task import Task, load_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,8 +89,8 @@ def test_axpy_exported_from_a_real_run_folder_passes_the_evaluator_and_runs_stan
         results = evaluator.evaluate_many(cands)
     for cand, result in zip(cands, results, strict=True):  # the run folder as the graph writes it
         assert result.passed, result.message
-        write_candidate(run_dir, cand)
-        save_result(run_dir, cand.identity, result)
+        RunFolder(run_dir).write_candidate(cand)
+        RunFolder(run_dir).save_result(cand.identity, result)
 
     out = tmp_path / "axpy_kernel.py"
     done = subprocess.run(

@@ -1,4 +1,4 @@
-"""The graph end to end with scripted agents: every edge of DESIGN section 5, and what the next node got.
+"""The graph end to end with scripted agents: every edge of loop/routes.py, and what the next node got.
 
 A scripted evaluator answers from a table (tests/graph_support.py) so each route is reached in a
 second; the real evaluator runs in tests/test_graph_cli.py, tests/test_resume.py and tests/test_studio.py.
@@ -25,10 +25,13 @@ from graph_support import (
     prop,
 )
 
+from loop.records import Attempt
+from loop.roles import Critique
+from loop.state import RunState
 from nodes.expert import ExpertCritic
-from nodes.roles import Critique
 from nodes.runtime import run_task
 from tools.results import EvalResult
+from tools.task import load_task
 
 
 def cfg(block: int, warps: int) -> str:
@@ -283,14 +286,14 @@ def test_human_widen_and_constrain_change_what_the_evaluator_accepts(tmp_path):
     assert ("human", "diagnose") in run.edges()
     state = run.state
     assert state["search_spaces"]["baseline.py"]["num_warps"] == [1, 2, 4, 8, 16]
-    assert run_task(state).config_problems({"BLOCK": 128, "num_warps": 16}) == []
+    assert run_task(RunState.model_validate(state)).config_problems({"BLOCK": 128, "num_warps": 16}) == []
     assert run.proposer.calls[-1].search_spaces["baseline.py"]["num_warps"][-1] == 16
 
     run.proposer.script = [[]]
     run.answer("constrain forbid=tl.sum BLOCK=64,128")
     state = run.state
     assert state["search_spaces"]["baseline.py"]["BLOCK"] == [64, 128]
-    task = run_task(state)
+    task = run_task(RunState.model_validate(state))
     assert "tl.sum" in task.spec.constraints.forbid
     assert task.config_problems({"BLOCK": 256, "num_warps": 4})
 
@@ -435,18 +438,20 @@ def test_an_approved_candidate_faces_the_watchdog_before_it_becomes_the_best(tmp
     GPU verdict is scripted here)."""
     from tools.watchdog import WatchdogVerdict
 
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[str, str]] = []  # (new, previous) identities
 
-    def regresses(task, device, run_dir, new, previous, max_regression, settings=None):
-        seen.append((new["n"], previous["n"]))
+    def regresses(task, device, new, previous, max_regression, settings=None):
+        seen.append((new.identity, previous.identity))
         return WatchdogVerdict(accepted=False, compared=True, same_process=True, interpreted=False,
                                max_regression=max_regression, reason="#1 is 8% slower at N=1200")  # fmt: skip
 
-    monkeypatch.setattr("nodes.runtime.recheck_new_best", regresses)
+    monkeypatch.setattr("nodes.watch.recheck_new_best", regresses)
     proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)], [prop(64, 2)]])
     evaluator = ScriptedEvaluator({cfg(256, 4): _held(5.0)}, default=passed(100.0, False))
     run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=3)).start()
     run.answer("approve 1")
+    number = {a["identity"]: a["n"] for a in run.state["attempts"]}
+    seen = [(number[new], number[previous]) for new, previous in seen]
     assert seen == [(1, 0)]  # the approved candidate against the best it would replace
     assert run.state["approved"] == [1] and run.state["best"]["n"] == 0
     trail = [
@@ -468,16 +473,14 @@ def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):
 def test_approve_names_what_cannot_be_approved(tmp_path):
     from nodes.human import AnswerError, parse_answer
 
-    state = {
-        "search_spaces": {},
-        "attempts": [
-            {"n": 0, "verdict": "pass", "held": None},
-            {"n": 1, "verdict": "fail", "held": "roofline"},
-            {"n": 2, "verdict": "fail", "held": "speedup"},
-        ],
-    }
-    task = run_task({"task": str(AXPY)})
-    assert parse_answer("approve #2", state, task) == {"action": "approve", "attempts": [2]}
+    spaces: dict = {}
+    attempts = [
+        Attempt(n=0, round=0, identity="a0", module="baseline.py", verdict="pass", held=None),
+        Attempt(n=1, round=1, identity="a1", module="baseline.py", verdict="fail", held="roofline"),
+        Attempt(n=2, round=1, identity="a2", module="baseline.py", verdict="fail", held="speedup"),
+    ]
+    task = load_task(AXPY)
+    assert parse_answer("approve #2", spaces, attempts, task) == {"action": "approve", "attempts": [2]}
     for answer, why in [
         ("approve 1", "faster than the copy bandwidth"),
         ("approve 0", "was not held for review"),
@@ -485,8 +488,63 @@ def test_approve_names_what_cannot_be_approved(tmp_path):
         ("approve", "needs the number"),
     ]:
         try:
-            parse_answer(answer, state, task)
+            parse_answer(answer, spaces, attempts, task)
         except AnswerError as exc:
             assert why in str(exc), (answer, str(exc))
         else:
             raise AssertionError(f"{answer!r} was accepted")
+
+
+def test_a_run_folder_moved_while_paused_resumes_where_it_is_now(tmp_path):
+    """Paths the state keeps are relative to the run folder (candidates, results, a human's module):
+    a paused run whose folder was moved resumes from the new place, and the report is written there."""
+    mine = tmp_path / "mine.py"
+    mine.write_text((AXPY / "baseline.py").read_text().replace("a * x + y", "y + a * x"))
+    run = paused(tmp_path, evaluator=ScriptedEvaluator({cfg(256, 2): passed(40.0)}))
+    run.proposer.script = [[]]
+    run.answer(f'candidate {mine} {{"BLOCK": 256, "num_warps": 2}}')  # a new-source module joins the search
+    old, moved = tmp_path / "run", tmp_path / "moved"
+
+    def strings(value: Any) -> list[str]:
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        if isinstance(value, list):
+            return [s for v in value for s in strings(v)]
+        return [value] if isinstance(value, str) else []
+
+    state = run.state
+    assert [e["passed"] for e in state["extra_modules"].values()] == [True]
+    inside = [s for s in strings(state) if s.startswith(f"{old}/")]
+    assert inside == []  # nothing in the checkpointed state points into the folder by an absolute path
+
+    old.rename(moved)
+    run.context.run_dir = str(moved)
+    run.proposer.script = [[]]
+    run.answer("continue")  # diagnose and propose read the sources from the moved folder
+    sources = run.proposer.calls[-1].module_sources
+    assert sources[next(iter(state["extra_modules"]))] == mine.read_text() and run.question is not None
+    run.answer("stop")
+    report = json.loads((moved / "report.json").read_text())
+    assert report["status"] == "stopped_by_human" and report["run_dir"] == str(moved)
+    assert (moved / "kernel.py").is_file() and not old.exists()
+
+
+def test_the_checkpointed_state_holds_plain_json_and_each_node_its_active_seconds(tmp_path):
+    """Nodes receive typed records but hand back plain JSON, so a checkpoint reloads in any process
+    without pydantic objects in it; every node's update adds the seconds it took to ``active_s``."""
+    updates: list[dict[str, Any]] = []
+    run = Run(tmp_path, ScriptedProposer([[prop(64, 1)]]), **one_per_round(rounds=1))
+    for chunk in run.app.stream(run.inputs, run.config, context=run.context, stream_mode="updates"):
+        updates += [u for node, u in chunk.items() if node != "__interrupt__"]
+
+    def plain(value: Any) -> bool:
+        if isinstance(value, dict):
+            return all(isinstance(k, str) and plain(v) for k, v in value.items())
+        if isinstance(value, list):
+            return all(plain(v) for v in value)
+        return value is None or isinstance(value, str | int | float | bool)
+
+    state = run.state
+    assert plain(state) and json.loads(json.dumps(state)) == state
+    assert all(u["active_s"] > 0 for u in updates) and len(updates) == 6
+    assert state["active_s"] == pytest.approx(sum(u["active_s"] for u in updates))

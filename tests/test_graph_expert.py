@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from graph.settings import default_settings
+from loop.roles import AgentContext, Diagnosis, Proposal
+from loop.settings import default_settings
 from nodes.agents import AgentSpecError, build_agents
 from nodes.expert import ExpertCritic, ExpertDiagnoser, ExpertProposer
 from nodes.expert.space import key_role
-from nodes.roles import AgentContext, Diagnosis, Proposal
 from tools.candidate import candidate_identity
 
 SOURCES = {"baseline.py": "# baseline kernel\n", "split_kv.py": "# split kernel\n"}
@@ -61,7 +61,7 @@ def inside(p: Proposal) -> bool:
 
 # -- the proposer ------------------------------------------------------------------------------------
 def test_exploration_draws_distinct_unevaluated_points_across_variants_with_reasons():
-    props = ExpertProposer(search()).propose(ctx([BASE], round_=1))
+    props = ExpertProposer(search()).propose(ctx([BASE], round_=1)).proposals
     assert len(props) == 6 and all(inside(p) for p in props)
     keys = {(p.module, tuple(sorted(p.config.items()))) for p in props}
     assert len(keys) == 6 and ("baseline.py", tuple(sorted(BASE["config"].items()))) not in keys
@@ -69,16 +69,18 @@ def test_exploration_draws_distinct_unevaluated_points_across_variants_with_reas
 
 
 def test_the_search_is_deterministic_under_the_seed():
-    a = ExpertProposer(search()).propose(ctx([BASE]))
-    b = ExpertProposer(search()).propose(ctx([BASE]))
-    c = ExpertProposer(search()).propose(ctx([BASE], seed=8))
+    a = ExpertProposer(search()).propose(ctx([BASE])).proposals
+    b = ExpertProposer(search()).propose(ctx([BASE])).proposals
+    c = ExpertProposer(search()).propose(ctx([BASE], seed=8)).proposals
     assert [p.model_dump() for p in a] == [p.model_dump() for p in b]
     assert [p.config for p in a] != [p.config for p in c]
 
 
 def test_low_parallelism_steers_to_more_smaller_programs_and_the_split_variant():
-    props = ExpertProposer(search(restart_fraction=0)).propose(
-        ctx([BASE], round_=2, bottleneck="low_parallelism")
+    props = (
+        ExpertProposer(search(restart_fraction=0))
+        .propose(ctx([BASE], round_=2, bottleneck="low_parallelism"))
+        .proposals
     )
     moves = [p for p in props if "one step from #0" in p.rationale]
     assert moves, [p.rationale for p in props]
@@ -92,8 +94,10 @@ def test_low_parallelism_steers_to_more_smaller_programs_and_the_split_variant()
 
 
 def test_register_spills_steer_to_smaller_tiles_or_more_warps():
-    props = ExpertProposer(search(restart_fraction=0)).propose(
-        ctx([BASE], round_=2, bottleneck="register_spills")
+    props = (
+        ExpertProposer(search(restart_fraction=0))
+        .propose(ctx([BASE], round_=2, bottleneck="register_spills"))
+        .proposals
     )
     head = [p for p in props if p.module == "baseline.py"][:3]
     for p in head:
@@ -107,7 +111,7 @@ def test_pruned_and_failed_configs_are_never_mutated():
     slow = attempt(1, "baseline.py", {"BLOCK_S": 16, "num_warps": 2, "num_stages": 1}, 250.0)  # < 50% speed
     broken = attempt(2, "baseline.py", {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3}, None,
                      error_type="compile_error")  # fmt: skip
-    props = ExpertProposer(search(restart_fraction=0)).propose(ctx([BASE, slow, broken], round_=2))
+    props = ExpertProposer(search(restart_fraction=0)).propose(ctx([BASE, slow, broken], round_=2)).proposals
     assert props and all("one step from #0" in p.rationale for p in props)
 
 
@@ -116,18 +120,18 @@ def test_memory_bound_near_the_roofline_stops_and_says_so():
         **BASE,
         "per_shape": [{"shape": {"S": 1}, "roofline_pct": 93.0}, {"shape": {"S": 9}, "roofline_pct": 95.0}],
     }
-    proposer = ExpertProposer(search())
-    assert proposer.propose(ctx([best], round_=3, bottleneck="memory_bound")) == []
-    assert proposer.converged and "roofline" in proposer.last_reason
+    answer = ExpertProposer(search()).propose(ctx([best], round_=3, bottleneck="memory_bound"))
+    assert answer.proposals == []
+    assert answer.converged and "roofline" in answer.reason
     below = {**best, "per_shape": [{"shape": {"S": 1}, "roofline_pct": 60.0}]}
-    assert proposer.propose(ctx([below], round_=3, bottleneck="memory_bound"))
+    assert ExpertProposer(search()).propose(ctx([below], round_=3, bottleneck="memory_bound")).proposals
 
 
 def test_an_exhausted_space_returns_nothing_with_a_reason():
     small = {"baseline.py": {"BLOCK_S": [64], "num_warps": [4], "num_stages": [2]}}
-    proposer = ExpertProposer(search())
-    assert proposer.propose(ctx([BASE], search_spaces=small)) == []
-    assert proposer.converged and "evaluated" in proposer.last_reason
+    answer = ExpertProposer(search()).propose(ctx([BASE], search_spaces=small))
+    assert answer.proposals == []
+    assert answer.converged and "evaluated" in answer.reason
 
 
 def test_values_that_keep_failing_are_avoided():
@@ -135,7 +139,7 @@ def test_values_that_keep_failing_are_avoided():
         attempt(i + 1, "baseline.py", {"BLOCK_S": 128, "num_warps": w, "num_stages": 1}, None, error_type="resource_limit")
         for i, w in enumerate((2, 4))
     ]  # fmt: skip
-    props = ExpertProposer(search()).propose(ctx([BASE, *fails], round_=1))
+    props = ExpertProposer(search()).propose(ctx([BASE, *fails], round_=1)).proposals
     assert props and not any(p.module == "baseline.py" and p.config["BLOCK_S"] == 128 for p in props)
 
 
@@ -158,7 +162,7 @@ def test_the_search_finds_a_known_optimum_of_a_4d_space_within_its_budget():
         c = AgentContext(task_name="t", description="d", search_spaces={"k.py": space}, module_sources={"k.py": source},
                          history=history, evaluated=[h["identity"] for h in history], round=rnd, n_candidates=8,
                          seed=1, device_limits=LIMITS)  # fmt: skip
-        for p in proposer.propose(c):
+        for p in proposer.propose(c).proposals:
             history.append({"n": len(history), "round": rnd, "module": p.module, "config": p.config, "origin": "expert",
                             "verdict": "pass", "identity": candidate_identity(source, p.config),
                             "geomean_us": cost(p.config)})  # fmt: skip
@@ -176,8 +180,10 @@ def test_revise_answers_a_resource_objection_with_a_smaller_tile():
         **LIMITS,
         "max_registers_per_thread": 40,
     }  # 128 elements over 64 threads ~ 28 regs: fits only smaller
-    (fixed,) = ExpertProposer(search()).propose(
-        ctx([BASE], mode="revise", revise=revise, device_limits=limits)
+    (fixed,) = (
+        ExpertProposer(search())
+        .propose(ctx([BASE], mode="revise", revise=revise, device_limits=limits))
+        .proposals
     )
     assert fixed.revises == 0 and len(fixed.answers) == 1
     assert fixed.config["BLOCK_S"] < 128 or fixed.config["num_warps"] > 2
@@ -186,7 +192,7 @@ def test_revise_answers_a_resource_objection_with_a_smaller_tile():
 def test_revise_withdraws_what_it_cannot_answer():
     p = Proposal(module="baseline.py", config=BASE["config"], rationale="r")
     revise = [{"proposal": p.model_dump(), "objections": ["style: rename the kernel"]}]
-    assert ExpertProposer(search()).propose(ctx([BASE], mode="revise", revise=revise)) == []
+    assert ExpertProposer(search()).propose(ctx([BASE], mode="revise", revise=revise)).proposals == []
 
 
 # -- the critic --------------------------------------------------------------------------------------
@@ -316,7 +322,7 @@ def test_exploration_covers_the_space_before_repeating():
     history = [BASE]
     total = sum(math.prod(len(v) for v in s.values()) for s in SPACES.values())
     for rnd in itertools.count(1):
-        props = ExpertProposer(search(explore_rounds=100)).propose(ctx(history, round_=rnd))
+        props = ExpertProposer(search(explore_rounds=100)).propose(ctx(history, round_=rnd)).proposals
         if not props:
             break
         for p in props:

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from test_llm_roles import BASELINE, TASK, make_ctx, proposal
 
+from loop.roles import BOTTLENECKS, Diagnosis, Proposal
 from nodes.llm.factory import build_llm_role
 from nodes.llm.roles import fact_checks
-from nodes.roles import BOTTLENECKS, Diagnosis, Proposal
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(1500)]
 REPO = Path(__file__).parent.parent
@@ -117,10 +117,11 @@ def test_the_local_model_proposes_configs_and_its_out_of_space_ones_are_caught(s
     proposer = build_llm_role("proposer", spec, {})
     assert proposer.cfg.config_only
     ctx = make_ctx(n_candidates=2)
-    props = proposer.propose(ctx)
+    answer = proposer.propose(ctx)
+    props = answer.proposals
     assert all(isinstance(p, Proposal) and p.source is None for p in props)
     assert all(p.module in TASK.module_names for p in props)  # the grammar allows only task modules
-    assert props or proposer.last_reason
+    assert props or answer.reason
     _check_usage(proposer)
 
     critic = build_llm_role("critic", spec, {})

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
+from loop.roles import AgentContext, Diagnosis, Proposal
 from nodes.llm.models import LLMSettings, parse_spec
 from nodes.llm.roles import LLMCritic, LLMDiagnoser, LLMProposer
 from nodes.llm.scripted import ScriptedChatModel
 from nodes.llm.structured import AgentOutputError
-from nodes.roles import AgentContext, Diagnosis, Proposal
 from profiles.snapshot import snapshots_from_csv
 from tools.candidate import candidate_identity
 from tools.task import load_task
@@ -126,7 +126,7 @@ def test_the_proposer_writes_source_from_the_best_module_and_the_diagnosis():
         ]
     }
     proposer, model = build(LLMProposer, [tool("ProposalBatch", batch)])
-    props = proposer.propose(make_ctx())
+    props = proposer.propose(make_ctx()).proposals
     assert [p.config for p in props] == [{"ROWS": 2, "num_warps": 16}, {"ROWS": 4, "num_warps": 8}]
     assert props[0].source == ROWS_SOURCE and props[1].source is None  # the fence is stripped
     text = prompt_text(model)
@@ -140,13 +140,15 @@ def test_fix_mode_sends_the_full_log_and_the_failing_source_back():
     first = {"proposals": [proposal({"ROWS": 2, "num_warps": 8}, source=broken)]}
     fixed = {"proposals": [proposal({"ROWS": 2, "num_warps": 8}, source=ROWS_SOURCE)]}
     proposer, model = build(LLMProposer, [tool("ProposalBatch", first), tool("ProposalBatch", fixed)])
-    [p] = proposer.propose(make_ctx())
+    [p] = proposer.propose(make_ctx()).proposals
     log = "\n".join(
         f"line {i}: triton.compiler.errors.CompilationError: at 31:11 detail {i}" for i in range(80)
     )
     failure = attempt(1, p.config, None, module="multirow.py", identity=candidate_identity(broken, p.config),
                       log=log, details={})  # fmt: skip
-    [fix] = proposer.propose(make_ctx(mode="fix", last_failure=failure, history=[BASELINE, failure]))
+    [fix] = proposer.propose(
+        make_ctx(mode="fix", last_failure=failure, history=[BASELINE, failure])
+    ).proposals
     assert fix.source == ROWS_SOURCE
     text = prompt_text(model)
     assert "Mode: fix" in text and log in text  # every line of the log, verbatim
@@ -179,7 +181,7 @@ def test_revise_mode_requires_an_answer_per_objection_and_records_them():
                                    answers=["accept: ROWS=4", "rebut: 4 warps suffice at N=4096 (32 elements per thread)"])]}  # fmt: skip
     proposer, model = build(LLMProposer, [tool("ProposalBatch", short), tool("ProposalBatch", full)])
     ctx = make_ctx(mode="revise", revise=revise, objections=[o for r in revise for o in r["objections"]])
-    [p] = proposer.propose(ctx)
+    [p] = proposer.propose(ctx).proposals
     assert p.revises == 0 and len(p.answers) == 2 and p.answers[1].startswith("rebut:")
     first = prompt_text(model, 0)
     assert (
@@ -191,8 +193,9 @@ def test_revise_mode_requires_an_answer_per_objection_and_records_them():
 def test_an_unknown_module_is_re_asked_and_then_a_recorded_failure():
     bad = {"proposals": [proposal({"ROWS": 2, "num_warps": 8}, module="fast.py")]}
     proposer, model = build(LLMProposer, [tool("ProposalBatch", bad), AIMessage(content="Sorry, I cannot.")])
-    assert proposer.propose(make_ctx()) == []
-    assert "unusable" in proposer.last_reason and not proposer.converged
+    answer = proposer.propose(make_ctx())
+    assert answer.proposals == []
+    assert "unusable" in answer.reason and not answer.converged
     assert "'fast.py' is not a task module" in prompt_text(model, 1)
     assert proposer.usage()["failures"] == 1
 
@@ -200,7 +203,7 @@ def test_an_unknown_module_is_re_asked_and_then_a_recorded_failure():
 def test_config_only_mode_takes_no_source():
     batch = {"proposals": [{**proposal({"ROWS": 8, "num_warps": 16}), "source": "print('hi')"}]}
     proposer, model = build(LLMProposer, [tool("ConfigProposalBatch", batch)], config_only=True)
-    [p] = proposer.propose(make_ctx())
+    [p] = proposer.propose(make_ctx()).proposals
     assert p.source is None and p.config == {"ROWS": 8, "num_warps": 16}
     text = prompt_text(model)
     assert "Config-only mode" in text and "def add_rmsnorm_kernel(" not in text  # summary, not the code
@@ -214,7 +217,7 @@ def test_repeats_of_evaluated_candidates_are_re_asked_then_dropped():
         tool("ProposalBatch", {"proposals": [repeat, fresh]}),
     ]
     proposer, model = build(LLMProposer, answers)
-    [p] = proposer.propose(make_ctx())
+    [p] = proposer.propose(make_ctx()).proposals
     assert p.config == {"ROWS": 2, "num_warps": 16}
     first, retry = prompt_text(model, 0), prompt_text(model, 1)
     assert (
@@ -234,7 +237,7 @@ def test_the_history_is_trimmed_oldest_first_to_fit_the_budget_and_can_be_expand
     answer = {"proposals": [proposal({"ROWS": 8, "num_warps": 32})]}
     proposer, model = build(LLMProposer, [tool("ProposalBatch", ask_more), tool("ProposalBatch", answer)],
                             token_budget=3000)  # fmt: skip
-    [p] = proposer.propose(ctx)
+    [p] = proposer.propose(ctx).proposals
     assert p.config == {"ROWS": 8, "num_warps": 32}
     first, second = prompt_text(model, 0), prompt_text(model, 1)
     assert len(first) / 4 <= 3000 * 1.05

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from loop.roles import Diagnosis
 from nodes.llm.accounting import Usage, collect
 from nodes.llm.scripted import ScriptedChatModel
 from nodes.llm.structured import AgentOutputError, JSONNotFound, ask_structured, extract_json, inline_refs
-from nodes.roles import Diagnosis
 
 GOOD = {"bottleneck": "memory_bound", "evidence": ["DRAM 84% of peak"], "confidence": 0.8, "summary": "bw"}
 PROMPT = [SystemMessage(content="diagnose"), HumanMessage(content="DRAM 84% of peak, SM 21%")]

@@ -325,7 +325,7 @@ def test_case_from_the_graphs_attempt_record(tmp_path: Path) -> None:
     result = EvalResult(
         verdict="pass", stage="done", metrics=Metrics(geomean_us=40.0), device=DeviceInfo(name="cpu")
     )
-    attempt = records.attempt_record(3, 1, candidate, "m.py", result, tmp_path)
+    attempt = records.attempt_record(3, 1, candidate, "m.py", result)
     case = case_from_attempt(
         task_signature=RMSNORM.model_dump(),
         candidate=attempt,

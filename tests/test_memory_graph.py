@@ -19,10 +19,11 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import builder
-from graph.settings import deep_merge, default_settings
+from loop.records import Attempt
+from loop.roles import AgentContext
+from loop.settings import deep_merge, default_settings
 from nodes.case_memory import combined_confidence, kept_identities
 from nodes.expert import ExpertProposer
-from nodes.roles import AgentContext
 from nodes.runtime import RunContext
 from tools.candidate import candidate_identity
 from tools.evaluate import Evaluator
@@ -236,7 +237,7 @@ def test_every_candidate_becomes_a_case_and_the_run_is_indexed(two_runs) -> None
     assert best.best_of_run and best.kept and best.outcome.interpreted
     assert best.snapshot.bottleneck and best.diagnosis  # what the change started from
     kept = {i for i, c in cases.items() if c.kept}
-    assert kept == kept_identities(first.state["attempts"])
+    assert kept == kept_identities([Attempt.model_validate(a) for a in first.state["attempts"]])
 
     for run in (first, second):
         index = json.loads((run.run_dir / "index.json").read_text())
@@ -330,7 +331,7 @@ def test_kept_configs_of_similar_cases_come_first_when_they_fit_the_space() -> N
         recalled({"BLOCK": 1024, "num_warps": 4}, role="similar", kept=False),
         recalled({"BLOCK": 64, "num_warps": 1}, role="start"),
     ]
-    props = proposer().propose(context(cases))
+    props = proposer().propose(context(cases)).proposals
     assert [p.config for p in props[:2]] == [{"BLOCK": 1024, "num_warps": 2}, {"BLOCK": 64, "num_warps": 1}]
     assert all("from memory" in p.rationale for p in props[:2])
     assert "from memory" not in props[2].rationale and len(props) == 3
@@ -339,7 +340,7 @@ def test_kept_configs_of_similar_cases_come_first_when_they_fit_the_space() -> N
     ctx.evaluated.append(candidate_identity(SOURCE, {"BLOCK": 1024, "num_warps": 2}))
     ctx.history.append({**ctx.history[0], "n": 1, "round": 1, "origin": "expert",
                         "config": {"BLOCK": 1024, "num_warps": 2}, "geomean_us": 10.0})  # fmt: skip
-    assert {"BLOCK": 1024, "num_warps": 2} not in [p.config for p in proposer().propose(ctx)]
+    assert {"BLOCK": 1024, "num_warps": 2} not in [p.config for p in proposer().propose(ctx).proposals]
 
 
 def test_a_config_whose_case_failed_on_the_same_code_is_never_proposed() -> None:
@@ -356,7 +357,7 @@ def test_a_config_whose_case_failed_on_the_same_code_is_never_proposed() -> None
         ctx.history += [{**ctx.history[0], "n": i + 1, "round": i + 1, "origin": "expert", "config": c,
                          "identity": candidate_identity(SOURCE, c), "geomean_us": 50.0 + i}
                         for i, c in enumerate(seen)]  # fmt: skip
-        seen += [p.config for p in proposer().propose(ctx)]
+        seen += [p.config for p in proposer().propose(ctx).proposals]
     assert bad not in seen
     assert {"BLOCK": 64, "num_warps": 1} in seen  # a failure of other code says nothing about this one
     assert len(seen) == 7  # the 9 configs less the baseline and the known failure
@@ -369,8 +370,9 @@ def test_the_confidence_blends_the_profile_with_the_best_case_score() -> None:
 
 
 def test_kept_means_it_became_the_best_when_its_round_was_judged() -> None:
-    def a(identity: str, round_: int, us: float | None) -> dict[str, Any]:
-        return {"identity": identity, "round": round_, "verdict": "pass" if us else "fail", "geomean_us": us}
+    def a(identity: str, round_: int, us: float | None) -> Attempt:
+        return Attempt(n=0, module="baseline.py", identity=identity, round=round_,
+                       verdict="pass" if us else "fail", geomean_us=us)  # fmt: skip
 
     attempts = [
         a("base", 0, 100),
@@ -384,7 +386,10 @@ def test_kept_means_it_became_the_best_when_its_round_was_judged() -> None:
 
 
 def test_a_candidate_a_human_approved_is_remembered_as_a_kept_success(tmp_path) -> None:
+    from graph_support import typed_state
+
     from nodes.case_memory import cases_of_run
+    from tools.run_folder import RunFolder
     from tools.task import load_task
 
     def a(n: int, round_: int, us: float, verdict: str, held: str | None = None) -> dict[str, Any]:
@@ -396,7 +401,7 @@ def test_a_candidate_a_human_approved_is_remembered_as_a_kept_success(tmp_path) 
     state = {"run_dir": str(tmp_path), "attempts": attempts, "approved": [1], "best": attempts[1],
              "baseline": attempts[0]}  # fmt: skip
     task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "axpy")
-    cases = cases_of_run(state, task, {}, lambda module: "")
+    cases = cases_of_run(typed_state(state), task, RunFolder(tmp_path), {}, lambda module: "")
     approved, held = cases[1], cases[2]
     assert approved.outcome.verdict == "pass" and approved.outcome.speedup == 20.0
     assert approved.kept and approved.best_of_run

@@ -33,7 +33,7 @@ def _interpreted_report(case: str) -> dict:
 
 
 def _eval_result(report: dict, shape: dict, n_regs: int | None = None, n_spills: int | None = None) -> dict:
-    """The EvalResult dict (DESIGN section 3) the evaluator gives for an interpreted run of this launch."""
+    """The EvalResult dict the evaluator gives for an interpreted run of this launch."""
     kernel = {
         "name": report["kernel"],
         "n_regs": n_regs,

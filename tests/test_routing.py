@@ -1,23 +1,72 @@
-"""The routing rules of DESIGN section 5 as pure functions over state dicts: every row of the table."""
+"""The routing rules of loop/routes.py as pure functions: every row of the table.
+
+The rules take typed records (loop.records, loop.state); each case here is written as a plain state
+dict, as a checkpoint holds it, and the adapters below type it and hand the decision back as a dict.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from graph_support import record
+from graph_support import typed_state as typed
 
-from graph.routing import (
-    after_critic,
-    after_evaluate,
-    after_propose,
-    finish,
-    fresh_streaks,
-    round_outcome,
-    table_geomean,
-    target_met,
-    update_streaks,
-)
-from graph.settings import default_settings
+from loop import routes, scoring, streaks
+from loop.records import Review
+from loop.roles import Proposal, Proposed
+from loop.settings import default_settings
+from tools.task import Target
+
+
+def after_evaluate(state: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
+    s = typed(state)
+    standing = routes.standing_of(s, Target(**target))
+    return routes.after_evaluate(standing, s.streaks, s.settings.routing).model_dump()
+
+
+def finish(state: dict[str, Any], target: dict[str, Any]) -> dict[str, Any] | None:
+    end = routes.standing_of(typed(state), Target(**target)).end()
+    return end.model_dump() if end else None
+
+
+def target_met(state: dict[str, Any], target: dict[str, Any]) -> str | None:
+    s = typed(state)
+    return scoring.target_met(s.best, s.baseline, Target(**target))
+
+
+def after_critic(state: dict[str, Any]) -> dict[str, Any]:
+    reviews = [
+        Review.model_validate(
+            {"proposal": Proposal(module="baseline.py", config={}, rationale="r"), "origin": "expert", **r}
+        )  # fmt: skip
+        for r in state["proposals"]
+    ]
+    used, rounds = state.get("critic_round", 0), state["settings"]["critic_rounds"]
+    return routes.after_critic(reviews, used, rounds).model_dump()
+
+
+def after_propose(_: dict, proposed: int, mode: str, reason: str, converged: bool) -> dict[str, Any]:
+    return routes.after_propose(proposed, mode, Proposed(reason=reason, converged=converged)).model_dump()
+
+
+def fresh_streaks() -> dict[str, Any]:
+    return streaks.Streaks().model_dump()
+
+
+def round_outcome(attempts: list[dict[str, Any]], compile_error_types: list[str]) -> dict[str, Any]:
+    return streaks.round_outcome([record(a) for a in attempts], compile_error_types).model_dump()
+
+
+def update_streaks(current: dict[str, Any], outcome: dict[str, Any], improved: bool) -> dict[str, Any]:
+    return (
+        streaks.Streaks.model_validate(current).after(streaks.RoundOutcome(**outcome), improved).model_dump()
+    )
+
+
+def table_geomean(attempts: list[dict[str, Any]], approved: list[int] | tuple = ()) -> float | None:
+    return scoring.table_geomean([record(a) for a in attempts], approved)
+
 
 COMPILE = ["syntax_error", "compile_error", "resource_limit", "no_kernel_launched"]
 

@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from graph.settings import default_settings
+from loop.roles import AgentContext, Diagnosis, Proposed
+from loop.settings import default_settings
 from nodes.expert import ExpertProposer
-from nodes.roles import AgentContext, Diagnosis
 from tools.candidate import candidate_identity
 
 LIMITS = default_settings()["device_limits"]
@@ -73,7 +73,7 @@ def run(seed: int, rounds: int = 8, n: int = 8, cost: Cost = bowl, search: dict 
     proposer = ExpertProposer(search or settings())
     rounds_out = []
     for rnd in range(1, rounds + 1):
-        props = proposer.propose(context(history, rnd, seed, n))
+        props = proposer.propose(context(history, rnd, seed, n)).proposals
         rounds_out.append([p.model_dump() for p in props])
         for p in props:
             history.append(record(len(history), rnd, p.module, p.config, cost(p.module, p.config)))
@@ -119,7 +119,11 @@ def test_the_pruning_bound_sits_at_half_the_baseline_speed():
     history = [base, kept, pruned]
 
     def parents(**search: Any) -> set[int | None]:
-        props = ExpertProposer(settings(restart_fraction=0, **search)).propose(context(history, 2, seed=0))
+        props = (
+            ExpertProposer(settings(restart_fraction=0, **search))
+            .propose(context(history, 2, seed=0))
+            .proposals
+        )
         return {parent_of(p.rationale) for p in props}
 
     assert parents() == {0, 1}
@@ -133,7 +137,7 @@ def test_a_round_without_improvement_doubles_the_random_restarts():
             record(1, 1, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 80.0),
             record(2, 2, "baseline.py", {"BLOCK": 128, "num_warps": 4, "ROWS": 2}, round_two_us),
         ]
-        props = ExpertProposer(settings()).propose(context(history, 3, seed=0, n=8))
+        props = ExpertProposer(settings()).propose(context(history, 3, seed=0, n=8)).proposals
         assert len(props) == 8
         return sum(p.rationale.startswith("random restart") for p in props)
 
@@ -150,13 +154,13 @@ def test_the_first_round_tries_every_variant_however_small_its_space():
     history = [record(0, 0, *START, bowl(*START), origin="baseline")]
     for seed in range(5):
         ctx = context(history, 1, seed, n=4, spaces=spaces).model_copy(update={"module_sources": sources})
-        props = ExpertProposer(settings()).propose(ctx)
+        props = ExpertProposer(settings()).propose(ctx).proposals
         assert len(props) == 4
         assert {p.module for p in props} == set(spaces), seed
     # With fewer candidates than variants, each candidate is a different variant.
     for seed in range(5):
         ctx = context(history, 1, seed, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
-        assert len({p.module for p in ExpertProposer(settings()).propose(ctx)}) == 2, seed
+        assert len({p.module for p in ExpertProposer(settings()).propose(ctx).proposals}) == 2, seed
 
 
 def test_values_to_avoid_do_not_cost_a_variant_its_draw():
@@ -174,11 +178,11 @@ def test_values_to_avoid_do_not_cost_a_variant_its_draw():
     allowed = {"num_warps": 4, "PROGRAMS": 264}
     for seed in range(5):
         ctx = context(history, 1, seed, n=3, spaces=spaces).model_copy(update={"module_sources": sources})
-        props = ExpertProposer(settings()).propose(ctx)
+        props = ExpertProposer(settings()).propose(ctx).proposals
         assert len(props) == 3
         assert {p.module for p in props} == set(spaces), (seed, [(p.module, p.config) for p in props])
         assert [p.config for p in props if p.module == "prefetch.py"] == [allowed], seed
-        again = ExpertProposer(settings()).propose(ctx)
+        again = ExpertProposer(settings()).propose(ctx).proposals
         assert [p.model_dump() for p in again] == [p.model_dump() for p in props]  # deterministic
 
 
@@ -196,16 +200,16 @@ def test_memory_bound_at_the_roofline_stops_where_the_target_is_judged():
     history = [record(0, 0, *START, 60.0, origin="baseline"), best]
     diagnosis = Diagnosis(bottleneck="memory_bound", confidence=0.9)
 
-    def propose(target: dict) -> tuple[ExpertProposer, list]:
+    def propose(target: dict) -> tuple[Proposed, list]:
         ctx = context(history, 2, seed=0).model_copy(
             update={"best": best, "diagnosis": diagnosis, "target": target}
         )
-        proposer = ExpertProposer(settings())
-        return proposer, proposer.propose(ctx)
+        answer = ExpertProposer(settings()).propose(ctx)
+        return answer, answer.proposals
 
     proposer, props = propose({"roofline_pct": 90, "min_dims": {"M": 4096}})
-    assert props == [] and proposer.converged, proposer.last_reason
-    assert "95%" in proposer.last_reason and "M >= 4096" in proposer.last_reason
+    assert props == [] and proposer.converged, proposer.reason
+    assert "95%" in proposer.reason and "M >= 4096" in proposer.reason
     for target in ({"roofline_pct": 90}, {}):  # every shape judged: M=1 at 5% leaves work
         proposer, props = propose(target)
         assert props and not proposer.converged, target
@@ -230,7 +234,7 @@ def test_a_config_fastest_at_one_shape_is_searched_around_even_when_slow_overall
         history.append(record(i, 1, module, config, 50.0 + i) | {"per_shape": rows(2.0 + i, 1250.0)})
     specialist = ("split.py", {"BLOCK": 64, "num_warps": 2, "ROWS": 4})  # 300 us geomean: pruned
     history.append(record(7, 1, *specialist, 300.0) | {"per_shape": rows(90.0, 900.0)})
-    props = ExpertProposer(settings()).propose(context(history, 2, seed=0, n=8))  # a default round
+    props = ExpertProposer(settings()).propose(context(history, 2, seed=0, n=8)).proposals  # a default round
     around = [p for p in props if parent_of(p.rationale) == 7]
     assert around, [p.rationale for p in props]
     assert all("the fastest at M=8192 bfloat16" in p.rationale for p in around)
@@ -266,7 +270,7 @@ def test_shape_leaders_of_judged_shapes_come_first_lowest_roofline_first():
         history.append(record(n, 1, module, config, 300.0) | {"per_shape": per_shape})
     target = {"roofline_pct": 90, "min_dims": {"M": 4096}}
     ctx = context(history, 2, seed=0, n=8).model_copy(update={"target": target})
-    props = ExpertProposer(settings()).propose(ctx)
+    props = ExpertProposer(settings()).propose(ctx).proposals
     around = [parent_of(p.rationale) for p in props if "the fastest at" in p.rationale]
     assert around[:2] == [8, 9], [p.rationale for p in props]
     assert 7 not in around

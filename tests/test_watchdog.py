@@ -151,8 +151,7 @@ def test_on_the_cpu_the_guard_accepts_without_a_re_time(tmp_path):
         with pytest.raises(RuntimeError, match="needs a GPU"):
             evaluator.retime([cand, cand])
     assert verdict.accepted and not verdict.compared and verdict.interpreted
-    attempt = {"candidate": "candidates/x.py", "config": cand.config, "module": "baseline.py"}
-    assert recheck_new_best(task, "cpu", tmp_path, attempt, attempt).accepted  # no files read, no re-time
+    assert recheck_new_best(task, "cpu", cand, cand).accepted  # no evaluator opened, no re-time
 
 
 # -- on the GPU: two candidates timed back to back in one timing-server process -------------------------

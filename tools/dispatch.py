@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tools.results import EvalResult, ShapeTiming
+from tools.results import ShapeTiming
+from tools.run_folder import RunFolder
 
 THRESHOLD = 0.02
 
@@ -222,40 +223,25 @@ def render_markdown(report: DispatchReport) -> str:
 
 # -- a run folder ------------------------------------------------------------------------------------
 def load_run(run_dir: str | Path) -> list[TimedCandidate]:
-    """Every passing candidate of a run folder: results/<identity>.json + candidates/<identity>.py/.json."""
-    run_dir = Path(run_dir)
+    """Every passing candidate of a run folder with its per-shape timings, its record and its source."""
+    folder = RunFolder(run_dir)
     out = []
-    for path in sorted((run_dir / "results").glob("*.json")):
-        try:
-            result = EvalResult.model_validate_json(path.read_text())
-        except ValueError:
-            continue  # cut short by a kill
-        source = run_dir / "candidates" / f"{path.stem}.py"
-        meta_path = source.with_suffix(".json")
-        if not result.passed or not result.metrics.per_shape or not source.exists() or not meta_path.exists():
+    for identity, result in folder.results():
+        source = folder.path(folder.candidate_file(identity))
+        record = folder.candidate_record(identity)
+        if not result.passed or not result.metrics.per_shape or not source.exists() or not record:
             continue
-        meta = json.loads(meta_path.read_text())
         out.append(
             TimedCandidate(
-                identity=path.stem,
-                module=meta.get("module", ""),
-                config=meta.get("config", {}),
+                identity=identity,
+                module=record.get("module", ""),
+                config=record.get("config", {}),
                 per_shape=result.metrics.per_shape,
                 interpreted=result.device.interpreted,
                 source_path=str(source),
             )
         )
     return out
-
-
-def run_best_identity(run_dir: str | Path) -> str | None:
-    """The identity of the run's best (report.json), which the watchdog may have kept over a faster one."""
-    report = Path(run_dir) / "report.json"
-    if not report.exists():
-        return None
-    best = json.loads(report.read_text()).get("best") or {}
-    candidate = best.get("candidate")
-    return Path(candidate).stem if candidate else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     candidates = load_run(args.run_dir)
     dims = [d for d in args.bucket_dims.split(",") if d] if args.bucket_dims is not None else None
     try:
-        report = choose_dispatch(candidates, dims, args.threshold, run_best_identity(args.run_dir))
+        report = choose_dispatch(candidates, dims, args.threshold, RunFolder(args.run_dir).best_identity())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ wins), importable with only torch and triton installed.
 
 The module's ``launch(*inputs)`` runs the exported config, or the config the table picks for the
 inputs' shape; ``launch(*inputs, **config)`` runs any config of the search space on the single
-config's source, so the module is itself a candidate the evaluator accepts (DESIGN.md section 2).
+config's source, so the module is itself a candidate the evaluator accepts (a module with
+``launch(*inputs, **config)``: docs/CONTRACTS.md).
 Sources are merged as written: imports hoisted, each ``launch`` renamed ``_launch_<tag>``, and any
 other top-level name two sources share suffixed with the later one's tag.
 
@@ -35,9 +36,8 @@ from tools.dispatch import (
     choose_dispatch,
     geomean,
     load_run,
-    run_best_identity,
 )
-from tools.results import EvalResult
+from tools.run_folder import KERNEL, RESULTS, RunFolder
 from tools.task import Task, TaskError, load_task, torch_dtype
 
 # Names the generated part of the module defines; a source's own names are renamed around them.
@@ -537,18 +537,19 @@ def export_run(
     """The module text for a run folder, its report.json, or one results/<identity>.json.
     ``pinned_best``: the run's best identity when the caller knows it (else report.json's)."""
     path = Path(best)
-    if path.is_file() and path.parent.name == "results":
-        run_dir, only = path.parent.parent, path.stem
+    if path.is_file() and path.parent.name == RESULTS:
+        folder, only = RunFolder(path.parent.parent), path.stem
     elif path.is_file():
-        run_dir, only = path.parent, None
+        folder, only = RunFolder(path.parent), None
     else:
-        run_dir, only = path, None
-    candidates = load_run(run_dir)
+        folder, only = RunFolder(path), None
+    candidates = load_run(folder.root)
     if only is not None:
         candidates = [c for c in candidates if c.identity == only]
     if not candidates:
         raise ExportError(f"{best}: no passing candidate with timings and source found")
-    pinned = only or pinned_best or run_best_identity(run_dir)
+    pinned = only or pinned_best or folder.best_identity()
+    result = folder.load_result(pinned or candidates[0].identity)
     return build_export(
         task,
         candidates,
@@ -556,17 +557,9 @@ def export_run(
         bucket_dims,
         threshold,
         pinned,
-        provenance=f"; run {run_dir.name}",
-        device=_device_name(run_dir, pinned or candidates[0].identity),
+        provenance=f"; run {folder.root.name}",
+        device=result.device.name if result is not None else "an unknown device",
     )
-
-
-def _device_name(run_dir: Path, identity: str) -> str:
-    try:
-        result = EvalResult.model_validate_json((run_dir / "results" / f"{identity}.json").read_text())
-        return result.device.name
-    except (OSError, ValueError):
-        return "an unknown device"
 
 
 def export_candidate(
@@ -591,7 +584,7 @@ def export_candidate(
 
 
 def export_to_run(
-    task: Task, run_dir: str | Path, filename: str = "kernel.py", best: str | None = None
+    task: Task, run_dir: str | Path, filename: str = KERNEL, best: str | None = None
 ) -> dict[str, Any]:
     """Report-time hook: the run's winner (``best``, the state's best identity) as RUN_DIR/kernel.py.
     Returns what the report shows: {path, dispatch, module, config, reason, markdown (single config vs
@@ -602,7 +595,7 @@ def export_to_run(
         text, summary, report = export_run(task, run_dir, pinned_best=best)
     except (ExportError, ValueError, OSError) as exc:
         return {"path": None, "reason": str(exc)}
-    (Path(run_dir) / filename).write_text(text)
+    RunFolder(run_dir).write(filename, text)
     return {"path": filename, **summary.model_dump(), "markdown": render_markdown(report)}
 
 

@@ -1,6 +1,6 @@
 """Task loading: task.json -> a validated Task with paths resolved against the task folder.
 
-A task folder holds task.json plus the Python files it names (DESIGN.md section 1). Every problem in
+A task folder holds task.json plus the Python files it names (docs/CONTRACTS.md). Every problem in
 the file is reported as ``TaskError`` naming the field, so a user can fix it without reading code.
 """
 
@@ -88,7 +88,7 @@ def evaluator_overrides(settings: dict[str, Any]) -> dict[str, float]:
 
 
 class TaskSpec(BaseModel):
-    """task.json exactly as written (DESIGN.md section 1), validated."""
+    """task.json exactly as written (each field: docs/CONTRACTS.md), validated."""
 
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)

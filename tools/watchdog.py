@@ -8,9 +8,10 @@ shape's time should sit on the curve the other shapes draw.
 - ``expected_curve_outliers(per_shape)``: each shape's time against a latency + bandwidth curve
   (time = t0 + bytes / bandwidth) fitted to the *other* shapes; a shape off the curve by more than
   ``factor`` is flagged (a config that suits the large shapes may starve the small ones).
-- ``guard_new_best(evaluator, new, previous)``: the graph's hook, re-time both then judge.
+- ``guard_new_best(evaluator, new, previous)``: re-time two candidates back to back, then judge;
+  ``recheck_new_best(task, device, new, previous)`` opens the evaluator for it (a GPU only).
 
-Pure functions over EvalResult objects (or their JSON dicts), apart from ``guard_new_best``.
+Pure functions over EvalResult objects (or their JSON dicts), apart from the two that re-time.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -166,7 +166,7 @@ def _size(row: ShapeTiming) -> tuple[float, str]:
 
 
 def _row(data: dict) -> ShapeTiming:
-    """A per-shape row from an EvalResult or from the graph's attempt record (which keeps fewer fields)."""
+    """A per-shape row from an EvalResult's JSON, or a row that keeps fewer fields (median, GB/s)."""
     return ShapeTiming.model_validate({"min_us": data.get("median_us"), "spread": 1.0, **data})
 
 
@@ -301,29 +301,19 @@ def guard_new_best(
 def recheck_new_best(
     task: Task,
     device: str,
-    run_dir: str | Path,
-    new: dict[str, Any],
-    previous: dict[str, Any],
+    new: Candidate,
+    previous: Candidate,
     max_regression: float = MAX_REGRESSION,
     settings: EvalSettings | None = None,
 ) -> WatchdogVerdict:
-    """The graph's hook after a round found a new best: re-time it against the previous best in one
-    process. ``new``/``previous`` are attempt records (their ``candidate`` file in the run folder,
-    ``config``, ``space_module``)."""
-    from tools.candidate import Candidate
+    """Re-time a new best against the previous one in one evaluator process on the GPU and judge it;
+    on the CPU nothing is re-timed (accepted, ``compared`` False)."""
     from tools.evaluate import Evaluator, resolve_device
-
-    def candidate(attempt: dict[str, Any]) -> Candidate:
-        return Candidate(
-            source=(Path(run_dir) / attempt["candidate"]).read_text(),
-            config=attempt["config"],
-            module=attempt.get("space_module") or attempt["module"],
-        )
 
     if resolve_device(device) != "cuda":
         return _no_retime(max_regression)
     with Evaluator(task, "cuda", settings) as evaluator:
-        return guard_new_best(evaluator, candidate(new), candidate(previous), max_regression)
+        return guard_new_best(evaluator, new, previous, max_regression)
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""A case: one evaluated candidate, remembered with what it was for and how it went (DESIGN.md §6).
+"""A case: one evaluated candidate, remembered with what it was for and how it went.
 
 Successes and failures are both cases: a failure tells the next run what not to try again.
 """

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loop.roles import AgentContext, Critique, Proposal
 from nodes.expert.resources import resource_problems
-from nodes.roles import AgentContext, Critique, Proposal
 from tools.candidate import candidate_identity
 from tools.static_check import check_source
 from tools.task import config_problems

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.routing import judged_at, judged_roofline
-from nodes.roles import BOTTLENECKS, AgentContext, Diagnosis
+from loop.records import ShapeRow
+from loop.roles import BOTTLENECKS, AgentContext, Diagnosis
+from loop.scoring import judged_at, judged_roofline
 
 DERIVED_CONFIDENCE_CAP = 0.6
 NO_SNAPSHOT_CONFIDENCE = 0.2
@@ -47,7 +48,7 @@ def _history_evidence(ctx: AgentContext) -> list[str]:
             f"{baseline['geomean_us'] / best['geomean_us']:.2f}x the baseline"
         )
     min_dims = ctx.target.get("min_dims")
-    pct = judged_roofline(best.get("per_shape") or [], min_dims)
+    pct = judged_roofline([ShapeRow.model_validate(r) for r in best.get("per_shape") or []], min_dims)
     if pct is not None and ctx.target.get("roofline_pct"):
         notes.append(f"{pct:.0f}% of the roofline at the lowest judged shape ({judged_at(min_dims)})")
     elif pct is not None:

@@ -27,11 +27,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from graph.routing import fastest_at_each_shape, judged_at, judged_roofline
+from loop.records import Attempt, ShapeRow
+from loop.roles import AgentContext, Proposal, Proposed
+from loop.scoring import fastest_at_each_shape, judged_at, judged_roofline
 from memory.cases.model import source_digest
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
-from nodes.roles import AgentContext, Proposal
 from tools.candidate import candidate_identity
 from tools.dispatch import shape_label
 from tools.task import config_problems, meets_min_dims
@@ -91,18 +92,28 @@ class ExpertProposer:
 
     def __init__(self, search: dict[str, Any]):
         self.search = search
-        self.last_reason = ""
-        self.converged = False
 
     # -- entry point --------------------------------------------------------------------------------
-    def propose(self, ctx: AgentContext) -> list[Proposal]:
-        self.last_reason, self.converged = "", False
+    def propose(self, ctx: AgentContext) -> Proposed:
         if ctx.mode == "revise":
-            return self._revise(ctx)
+            return Proposed(proposals=self._revise(ctx))
         stop = self._near_roofline(ctx)
         if stop:
-            self.last_reason, self.converged = stop, True
-            return []
+            return Proposed(reason=stop, converged=True)
+        picks = self._search(ctx)
+        if picks:
+            return Proposed(proposals=picks)
+        # The space is exhausted (values that failed twice and never passed aside): the search is done.
+        reason = "every config of the search space has been evaluated"
+        if _avoided_values(ctx.history):
+            reason += " except those using values that failed twice and never passed"
+        if _failed_in_memory(ctx):
+            reason += " (or failed in a similar past case)"
+        return Proposed(reason=reason, converged=True)
+
+    def _search(self, ctx: AgentContext) -> list[Proposal]:
+        """This round's configs: memory's starting points, then random exploration or local search
+        around the top configs with random restarts."""
         rng = random.Random(f"{ctx.seed}:{ctx.round}:{ctx.mode}:{len(ctx.history)}")
         evaluated = self._seen(ctx)
         failed_before = _failed_in_memory(ctx)
@@ -144,14 +155,6 @@ class ExpertProposer:
             note = f" (the failed config {failed.get('config')} is discarded: {failed.get('error_type')})"
             for p in picks:
                 p.rationale += note
-        if not picks:
-            # The space is exhausted (values that failed twice and never passed aside): the search is done.
-            self.converged = True
-            self.last_reason = "every config of the search space has been evaluated"
-            if avoid:
-                self.last_reason += " except those using values that failed twice and never passed"
-            if failed_before:
-                self.last_reason += " (or failed in a similar past case)"
         return picks
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -256,7 +259,8 @@ class ExpertProposer:
         if not ctx.diagnosis or ctx.diagnosis.bottleneck != "memory_bound":
             return ""
         min_dims = ctx.target.get("min_dims")
-        lowest = judged_roofline((ctx.best or {}).get("per_shape") or [], min_dims)
+        rows = [ShapeRow.model_validate(r) for r in (ctx.best or {}).get("per_shape") or []]
+        lowest = judged_roofline(rows, min_dims)
         if lowest is None:
             return ""
         if lowest >= self.search["near_roofline_pct"]:
@@ -411,20 +415,20 @@ def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
     bfloat16', most useful first: the shapes a roofline target is judged at, lowest roofline % first,
     then the others in an order that rotates with the round (attempts of modules outside the space
     cannot be mutated and are left out)."""
-    mutable = (h for h in ctx.history if h.get("verdict") == "pass" and h.get("module") in ctx.search_spaces)
+    mutable = [h for h in ctx.history if h.get("verdict") == "pass" and h.get("module") in ctx.search_spaces]
+    typed = [Attempt.model_validate(h) for h in mutable]
+    record = {id(a): h for a, h in zip(typed, mutable, strict=True)}  # the history entry each one reads
     best = {
-        f"{shape_label(row['shape'])} {dtype}": (us, h, row)
-        for (_, dtype), (us, h, row) in fastest_at_each_shape(mutable).items()
+        f"{shape_label(row.shape)} {dtype}": (id(a), row)
+        for (_, dtype), (_, a, row) in fastest_at_each_shape(typed).items()
     }
     targeted = bool(ctx.target.get("roofline_pct"))
     min_dims = ctx.target.get("min_dims")
-    judged = [
-        label for label, (_, _, row) in best.items() if targeted and meets_min_dims(row["shape"], min_dims)
-    ]
-    judged.sort(key=lambda label: best[label][2].get("roofline_pct") or math.inf)
+    judged = [label for label, (_, row) in best.items() if targeted and meets_min_dims(row.shape, min_dims)]
+    judged.sort(key=lambda label: best[label][1].roofline_pct or math.inf)
     others = [label for label in best if label not in judged]
     turn = ctx.round % len(others) if others else 0
-    return {label: best[label][1] for label in judged + others[turn:] + others[:turn]}
+    return {label: record[best[label][0]] for label in judged + others[turn:] + others[:turn]}
 
 
 def _local_proposal(move, parent, rank, bottleneck, why, effect, ctx) -> Proposal:

@@ -16,7 +16,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from nodes.roles import AgentContext, Proposal
+from loop.roles import AgentContext, Proposal
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 # How many of the newest attempts keep their full detail before older ones are shortened.

@@ -1,4 +1,4 @@
-"""Model SPECs -> chat models (DESIGN.md section 5).
+"""Model SPECs -> chat models (the --model / --critic-model values).
 
 SPEC grammar::
 

@@ -1,12 +1,12 @@
 """The three roles played by a chat model: LLMDiagnoser, LLMProposer, LLMCritic.
 
 Each builds its prompt from the AgentContext (nodes/llm/context.py), asks for a pydantic answer
-(nodes/llm/structured.py) and returns what the role interfaces of nodes/roles.py promise. An answer
+(nodes/llm/structured.py) and returns what the role interfaces of loop/roles.py promise. An answer
 that stays unusable after the re-ask becomes a recorded failure (``settings.llm.on_failure="record"``,
 the default) or raises ``AgentOutputError`` (``"raise"``):
 
 - diagnoser: the profile's own label is kept, at low confidence, and the summary says so;
-- proposer: no proposals, with ``last_reason`` saying why (the graph routes that like any empty round);
+- proposer: no proposals, with the reason saying why (the graph routes that like any empty round);
 - critic: each proposal is ruled on the fact checks alone, and its objections say so.
 
 The critic sees each proposal (code, config, expected effect, risks, answers to objections) and the
@@ -24,11 +24,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from loop.roles import BOTTLENECKS, AgentContext, Critique, Diagnosis, Proposal, Proposed
 from nodes.llm import context as C
 from nodes.llm.accounting import Usage
 from nodes.llm.models import LLMSettings, ModelSpec
 from nodes.llm.structured import AgentOutputError, Method, ask_structured, grammar_of
-from nodes.roles import BOTTLENECKS, AgentContext, Critique, Diagnosis, Proposal
 from tools.candidate import candidate_identity
 
 EXPANDABLE = ("history", "source", "modules", "log", "cases", "snapshot")
@@ -182,12 +182,9 @@ class LLMProposer(LLMRole):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.last_reason = ""
-        self.converged = False
         self._sources: dict[str, str] = {}  # identity -> the source this proposer wrote
 
-    def propose(self, ctx: AgentContext) -> list[Proposal]:
-        self.last_reason = ""
+    def propose(self, ctx: AgentContext) -> Proposed:
         expanded: set[str] = set()
         for _ in range(self.cfg.expand_rounds + 1):
             schema, grammar = self._schema(ctx, allow_expand=len(expanded) < len(EXPANDABLE))
@@ -199,14 +196,17 @@ class LLMProposer(LLMRole):
                 )
             except AgentOutputError as exc:
                 self._failed(exc)
-                self.last_reason = f"the model's answer was unusable ({exc.kind}): {exc.reason[:300]}"
-                return []
+                return Proposed(reason=f"the model's answer was unusable ({exc.kind}): {exc.reason[:300]}")
             wanted = {k.split(":")[0].strip().lower() for k in answer.expand} & set(prompt.trimmed)
             if answer.proposals or not wanted or wanted <= expanded:
                 break
             expanded |= wanted
             self._usage.note(f"proposer asked to expand: {', '.join(sorted(wanted))}")
-        return self._keep(answer.proposals, ctx)
+        kept = self._keep(answer.proposals, ctx)
+        if kept:
+            return Proposed(proposals=kept)
+        repeats = "the model proposed only candidates already evaluated"
+        return Proposed(reason=repeats if answer.proposals else "the model proposed nothing")
 
     # -- prompt ---------------------------------------------------------------------------------
     def _system(self, ctx: AgentContext) -> str:
@@ -350,14 +350,7 @@ class LLMProposer(LLMRole):
             if p.source is not None:
                 self._sources[identity] = p.source
             kept.append(p)
-        kept = kept[: ctx.n_candidates]
-        if not kept:
-            self.last_reason = (
-                "the model proposed only candidates already evaluated"
-                if proposals
-                else "the model proposed nothing"
-            )
-        return kept
+        return kept[: ctx.n_candidates]
 
 
 def _strip_fences(source: str) -> str:

@@ -246,6 +246,39 @@ def _parse(schema: type[S], data: Any, coerce: Callable[[Any], Any] | None) -> S
     return schema.model_validate(data)
 
 
+def _invoke(
+    model: BaseChatModel,
+    conversation: list[BaseMessage],
+    schema: type[BaseModel],
+    method: Method,
+    grammar: dict[str, Any],
+    role: str,
+    usage: Usage,
+) -> tuple[AIMessage | None, Any]:
+    """One call of the model: (its answer, the provider's parsed object or None); a failed call raises
+    AgentOutputError."""
+    started = time.monotonic()
+    answer: Any = None
+    parsed: Any = None
+    try:
+        if method in {"tools", "json_schema"}:
+            # function calling is the one structured mode every tool-calling provider shares
+            kwargs = {"method": "json_schema" if method == "json_schema" else "function_calling"}
+            out = model.with_structured_output(schema, include_raw=True, **kwargs).invoke(conversation)
+            answer, parsed = out["raw"], out.get("parsed")
+        else:
+            response_format = {"type": "json_object", "schema": bounded(grammar)}
+            answer = model.invoke(conversation, response_format=response_format)
+    except Exception as exc:  # a provider error, a timeout, a context overflow: no answer to parse
+        usage.record_call(conversation, None, started)
+        message = f"the model call failed: {type(exc).__name__}: {exc}"
+        usage.record_failure("call_failed", message)
+        raise AgentOutputError(role, "call_failed", message) from exc
+    answer = answer if isinstance(answer, AIMessage) else None
+    usage.record_call(conversation, answer, started)
+    return answer, parsed
+
+
 def ask_structured(
     model: BaseChatModel,
     messages: list[BaseMessage],
@@ -271,25 +304,8 @@ def ask_structured(
                 AIMessage(content=last_raw or "(no answer)"),
                 HumanMessage(content=load_prompt("retry", error=last_error, schema=schema.__name__)),
             ]
-        started = time.monotonic()
-        answer: AIMessage | None = None
-        parsed: Any = None
-        try:
-            if method in {"tools", "json_schema"}:
-                # function calling is the one structured mode every tool-calling provider shares
-                kwargs = {"method": "json_schema" if method == "json_schema" else "function_calling"}
-                out = model.with_structured_output(schema, include_raw=True, **kwargs).invoke(conversation)
-                answer, parsed = out["raw"], out.get("parsed")
-            else:
-                response_format = {"type": "json_object", "schema": bounded(grammar)}
-                answer = model.invoke(conversation, response_format=response_format)  # type: ignore[assignment]
-        except Exception as exc:  # a provider error, a timeout, a context overflow: no answer to parse
-            usage.record_call(conversation, None, started)
-            message = f"the model call failed: {type(exc).__name__}: {exc}"
-            usage.record_failure("call_failed", message)
-            raise AgentOutputError(role, "call_failed", message) from exc
-        usage.record_call(conversation, answer if isinstance(answer, AIMessage) else None, started)
-        last_raw = _raw_text(answer if isinstance(answer, AIMessage) else None)
+        answer, parsed = _invoke(model, conversation, schema, method, grammar, role, usage)
+        last_raw = _raw_text(answer)
         try:
             if isinstance(parsed, schema) and coerce is None:
                 value = parsed

@@ -1,7 +1,7 @@
 """Run settings: configs/default.yaml < task.json budget < task.json settings < command line.
 
 The merged settings are validated here (a typo in a threshold is an error naming the key, not a
-silently ignored value) and travel in the graph state as a plain dict.
+silently ignored value) and travel in the graph state as ``Settings``.
 """
 
 from __future__ import annotations
@@ -63,6 +63,12 @@ class ProfilerSettings(_Strict):
     timeout_s: float = Field(gt=0)
 
 
+class MemorySettings(_Strict):
+    enabled: bool = True
+    validation_cache: bool = True
+    model_path: str | None = None
+
+
 class DeviceLimits(_Strict):
     max_threads_per_block: int = Field(ge=32)
     max_registers_per_thread: int = Field(ge=16)
@@ -71,7 +77,7 @@ class DeviceLimits(_Strict):
 
 
 class Settings(BaseModel):
-    # task.json "settings" may carry keys for other parts of the project (e.g. baseline_config).
+    # task.json "settings" may carry keys for other parts of the project (baseline_config, llm).
     model_config = ConfigDict(extra="allow")
     budget: BudgetSettings
     critic_rounds: int = Field(ge=0)
@@ -81,6 +87,7 @@ class Settings(BaseModel):
     device_limits: DeviceLimits
     evaluator: EvaluatorOverrides = EvaluatorOverrides()
     watchdog: WatchdogSettings = WatchdogSettings()
+    memory: MemorySettings = MemorySettings()
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -100,8 +107,8 @@ def default_settings() -> dict[str, Any]:
     return yaml.safe_load(DEFAULTS_FILE.read_text())
 
 
-def load_settings(task: Task, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Merge the layers and validate them; returns JSON-plain settings with the budget filled in."""
+def load_settings(task: Task, overrides: dict[str, Any] | None = None) -> Settings:
+    """Merge the layers and validate them, the budget's candidates filled in."""
     merged = deep_merge(default_settings(), {"budget": task.spec.budget.model_dump()})
     merged = deep_merge(merged, task.spec.settings)
     merged = deep_merge(merged, overrides or {})
@@ -113,7 +120,7 @@ def load_settings(task: Task, overrides: dict[str, Any] | None = None) -> dict[s
         raise SettingsError(f"setting {key}: {err['msg']}") from None
     if settings.budget.candidates is None:
         settings.budget.candidates = settings.budget.rounds * settings.budget.candidates_per_round
-    return settings.model_dump()
+    return settings
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The three agent roles and the structured messages they exchange.
 
-The graph talks to a Diagnoser, a Proposer and a Critic through these interfaces only; whether the
+The loop talks to a Diagnoser, a Proposer and a Critic through these interfaces only; whether the
 built-in expert policy or a chat model stands behind one is decided by ``nodes.agents.build_agents``.
-Inputs are plain dicts/pydantic models so they can be logged and checkpointed as JSON.
+Every message is a pydantic model, so it can be logged and checkpointed as JSON.
 """
 
 from __future__ import annotations
@@ -11,16 +11,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-Bottleneck = Literal[
-    "memory_bound",
-    "compute_bound",
-    "memory_access_pattern",
-    "register_spills",
-    "low_parallelism",
-    "contention",
-    "latency_bound",
-]
-BOTTLENECKS: tuple[str, ...] = Bottleneck.__args__  # type: ignore[attr-defined]
+from profiles.classify import LABELS, Label
+
+# A diagnosis names one of the profile snapshot's bottleneck labels.
+Bottleneck = Label
+BOTTLENECKS = LABELS
 
 ProposeMode = Literal["explore", "fix", "reflect", "revise"]
 
@@ -47,6 +42,16 @@ class Proposal(BaseModel):
     revises: int | None = Field(
         default=None,
         description="in revise mode: index into AgentContext.revise of the proposal this replaces",
+    )
+
+
+class Proposed(BaseModel):
+    """A proposer's answer: this round's proposals and, when there are none, why."""
+
+    proposals: list[Proposal] = []
+    reason: str = Field(default="", description="why there are no proposals")
+    converged: bool = Field(
+        default=False, description="the reason means tuning has nothing left to gain: the run ends"
     )
 
 
@@ -101,7 +106,7 @@ class Diagnoser(Protocol):
 
 @runtime_checkable
 class Proposer(Protocol):
-    def propose(self, ctx: AgentContext) -> list[Proposal]: ...
+    def propose(self, ctx: AgentContext) -> Proposed: ...
 
 
 @runtime_checkable
