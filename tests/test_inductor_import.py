@@ -322,3 +322,13 @@ def test_the_capture_script_records_kernels_configs_arguments_and_guards(tasks, 
     general = record["general"]
     assert any("L['inputs'][0].size()[0]" in g for g in general["guards"])
     assert "L['inputs'][0].size()[0]" in general["arg_sources"]
+
+
+def test_the_command_line_writes_the_candidate_or_exits_2(tmp_path, capsys):
+    from tools.inductor_import import main
+
+    out = tmp_path / "inductor.py"
+    assert main([str(FIXTURES / "provisional" / "09_GroupNormImages.json"), "--out", str(out)]) == 0
+    assert '"WARPS_SCALE"' in capsys.readouterr().out and "def launch(" in out.read_text()
+    assert main([str(FIXTURES / "provisional" / "15_LinearGELU.json"), "--out", str(tmp_path / "x.py")]) == 2
+    assert "library kernel" in capsys.readouterr().err and not (tmp_path / "x.py").exists()

@@ -771,3 +771,32 @@ def convert_file(path: str | Path, portable_math: bool = False) -> Converted:
     converted = convert(fixture.captures, fixture.task, fixture.general, portable_math)
     converted.notes += fixture.problems
     return converted
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m tools.inductor_import CAPTURE.json --out MODULE.py [--portable-math]: write the candidate,
+    print its search space (JSON) and notes; exit 2 when the capture cannot be converted."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m tools.inductor_import", description=main.__doc__)
+    parser.add_argument("capture", help="a file written by bench/kernelbench/capture_inductor.py")
+    parser.add_argument("--out", required=True, help="where to write the candidate module")
+    parser.add_argument("--portable-math", action="store_true", help="no libdevice (the Triton interpreter)")
+    args = parser.parse_args(argv)
+    try:
+        converted = convert_file(args.capture, portable_math=args.portable_math)
+    except (ConversionError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    problem = static_problems(converted.source)
+    if problem is not None:
+        print(f"error: the converted module fails the static checks: {problem}", file=sys.stderr)
+        return 2
+    Path(args.out).write_text(converted.source)
+    print(json.dumps({"search_space": converted.search_space, "notes": converted.notes}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
