@@ -308,44 +308,60 @@ class Imported:
     notes: list[str]
 
 
+@dataclass
+class Workload:
+    shapes: list[dict[str, int]]  # the problem's own size first
+    cpu: list[dict[str, int]]
+    checks: list[dict[str, int]]
+    flops: list[int | None]  # per entry of shapes
+
+
 def import_problem(path: Path, out: Path, dtype: str) -> Imported:
+    """Read, probe and write one problem as DIR/<stem>; ProblemError names what is wrong."""
     problem = read_problem(path)
-    own_probe = probe(problem, problem.constants)
+    own = probe(problem, problem.constants)
     dims = find_dims(problem)
-    notes = []
+    notes = [] if dims else [
+        "its sizes cannot be set (no integer constant changes an input's shape), so it is imported "
+        "at its own size only"
+    ]  # fmt: skip
+    work = workload(problem, own, dims, getattr(torch, dtype))
+    spec = task_spec(path, dtype, work, describe(problem, own, dims, notes, dtype), dims)
+    folder = out / path.stem
+    write_task(folder, problem, own, dims, spec)
+    return Imported(path.stem, folder, spec, notes)
+
+
+def workload(problem: Problem, own: Probe, dims: list[str], dtype: torch.dtype) -> Workload:
+    """The timed shapes (own size, batch x0.5 and x2), cpu and check shapes, and flops per timed shape."""
+    valid = ShapeChecker(problem, dims, runs_on_meta=own.outputs is not None)
     if not dims:
-        notes.append(
-            "its sizes cannot be set (no integer constant changes an input's shape), so it is imported "
-            "at its own size only"
-        )
-    valid = ShapeChecker(problem, dims, runs_on_meta=own_probe.outputs is not None)
-    torch_dtype = getattr(torch, dtype)
-    if dims:
-        own = {d: problem.constants[d] for d in dims}
-        batch = batch_dim(problem, dims)
-        shapes = scaled_shapes(own, batch, valid, torch_dtype)
-        small = shrink(own, valid, CPU_ELEMENTS)
-        cpu = [s for s in [small, odd(small, valid) if small else None] if s is not None]
-        checks = check_shapes(small, batch, valid) if small else []
-    else:
-        own = {f"dim{i}": size for i, size in enumerate(own_probe.inputs[0].shape)} or {"dim0": 1}
-        shapes, checks = [own], []
-        cpu = [own] if own_probe.numel() <= CPU_ELEMENTS else []
-    probes = [valid(s) if dims else own_probe for s in shapes]
-    flops = [(p.flops or None) if p is not None else None for p in probes]  # 0: nothing counted
-    matmul = any(f for f in flops)
-    rtol, atol = TOLERANCE[(dtype, matmul)]
-    name = path.stem
-    folder = out / name
+        size = {f"dim{i}": n for i, n in enumerate(own.inputs[0].shape)} or {"dim0": 1}
+        cpu = [size] if own.numel() <= CPU_ELEMENTS else []
+        return Workload([size], cpu, [], [own.flops or None])
+    size = {d: problem.constants[d] for d in dims}
+    batch = batch_dim(problem, dims)
+    shapes = scaled_shapes(size, batch, valid, dtype)
+    small = shrink(size, valid, CPU_ELEMENTS)
+    cpu = [s for s in [small, odd(small, valid) if small else None] if s is not None]
+    checks = [s for s in check_shapes(small, batch, valid) if s not in cpu] if small else []
+    flops = [
+        (found.flops or None) if (found := valid(s)) is not None else None for s in shapes
+    ]  # 0: none counted
+    return Workload(shapes, cpu, checks, flops)
+
+
+def task_spec(path: Path, dtype: str, work: Workload, description: str, dims: list[str]) -> dict[str, Any]:
+    rtol, atol = TOLERANCE[(dtype, any(work.flops))]
     spec = {
-        "name": name,
-        "description": describe(problem, own_probe, dims, notes, dtype),
+        "name": path.stem,
+        "description": description,
         "reference": "reference.py",
         "inputs": "reference.py:make_inputs",
         "dtype": dtype,
-        "shapes": shapes,
-        "check_shapes": [s for s in checks if s not in cpu],
-        "cpu_shapes": cpu,
+        "shapes": work.shapes,
+        "check_shapes": work.checks,
+        "cpu_shapes": work.cpu,
         "tolerance": {"rtol": rtol, "atol": atol},
         "constraints": {
             "forbid": [],
@@ -354,16 +370,15 @@ def import_problem(path: Path, out: Path, dtype: str) -> Imported:
         "settings": {
             "kernelbench": {
                 "source": path.name,
-                "own_shape": shapes[0],
+                "own_shape": work.shapes[0],
                 "dims": dims,
-                "flops": flops,  # per entry of shapes (task.json's flops is one number for every shape)
+                "flops": work.flops,  # per entry of shapes (task.json's flops is one number for every shape)
             }
         },
     }
-    if len(shapes) == 1 and flops[0]:
-        spec["flops"] = flops[0]
-    write_task(folder, problem, own_probe, dims, spec)
-    return Imported(name, folder, spec, notes)
+    if len(work.shapes) == 1 and work.flops[0]:
+        spec["flops"] = work.flops[0]
+    return spec
 
 
 def write_task(folder: Path, problem: Problem, own: Probe, dims: list[str], spec: dict[str, Any]) -> None:
