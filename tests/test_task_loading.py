@@ -108,3 +108,33 @@ def test_config_problems_name_the_key():
     problems = task.config_problems({"BLOCK": 100, "num_warps": 4, "EXTRA": 1})
     assert any("BLOCK=100" in p for p in problems)
     assert any("EXTRA is not a search-space key" in p for p in problems)
+
+
+def test_a_task_without_a_baseline_loads_with_no_modules_and_no_space(tmp_path):
+    task = load_task(_write(tmp_path, baseline=None, search_space=None, settings=None))
+    assert task.spec.baseline is None and task.baseline_name is None and not task.has_baseline
+    assert task.baseline_source is None
+    assert task.module_names == [] and task.default_module is None
+    assert task.search_space() == {} and task.default_config() == {} and task.space_size() == 1
+    assert task.workload("cpu") and task.reference is not None
+
+
+def test_without_a_baseline_the_first_variant_is_the_default_module(tmp_path):
+    (tmp_path / "fast.py").write_text((TASK / "baseline.py").read_text())
+    task = load_task(_write(tmp_path, baseline=None, variants=["fast.py"], settings=None))
+    assert task.module_names == ["fast.py"] and task.default_module == "fast.py"
+    assert (
+        task.search_space()
+        == task.search_space("other.py")
+        == {"BLOCK": [64, 128, 256], "num_warps": [1, 2, 4]}
+    )
+    assert task.default_config() == {"BLOCK": 64, "num_warps": 1}
+
+
+def test_a_null_baseline_is_no_baseline_and_a_missing_file_is_still_named(tmp_path):
+    folder = _write(tmp_path)
+    spec = json.loads((folder / "task.json").read_text())
+    (folder / "task.json").write_text(json.dumps({**spec, "baseline": None}))
+    assert load_task(folder).baseline_name is None
+    with pytest.raises(TaskError, match="baseline: file 'gone.py' not found"):
+        load_task(_write(tmp_path, baseline="gone.py"))

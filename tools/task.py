@@ -95,7 +95,9 @@ class TaskSpec(BaseModel):
     description: str = Field(min_length=1)
     reference: str
     inputs: str
-    baseline: str
+    # None: no baseline kernel (a task imported from a PyTorch module); speedups are then measured
+    # against the reference itself, eager and under torch.compile.
+    baseline: str | None = None
     dtype: str | list[str]
     shapes: list[Shape] = Field(min_length=1)
     check_shapes: list[Shape] = []
@@ -180,12 +182,22 @@ class Task:
         return [self.spec.dtype] if isinstance(self.spec.dtype, str) else list(self.spec.dtype)
 
     @property
-    def baseline_name(self) -> str:
+    def baseline_name(self) -> str | None:
+        """The baseline module's file name; None for a task without a baseline kernel."""
         return self.spec.baseline
 
     @property
+    def has_baseline(self) -> bool:
+        return self.spec.baseline is not None
+
+    @property
     def module_names(self) -> list[str]:
-        return [self.spec.baseline, *self.spec.variants]
+        return [m for m in (self.spec.baseline, *self.spec.variants) if m is not None]
+
+    @property
+    def default_module(self) -> str | None:
+        """The module a config belongs to when none is named: the baseline, else the first variant."""
+        return self.module_names[0] if self.module_names else None
 
     def signature(self) -> dict[str, Any]:
         """What identifies the workload (for caches and the case library)."""
@@ -204,8 +216,9 @@ class Task:
         return self.path(module).read_text()
 
     @property
-    def baseline_source(self) -> str:
-        return self.source(self.spec.baseline)
+    def baseline_source(self) -> str | None:
+        """The baseline's source; None for a task without a baseline kernel."""
+        return self.source(self.spec.baseline) if self.spec.baseline is not None else None
 
     # -- reference ----------------------------------------------------------------------------
     @cached_property
@@ -254,10 +267,11 @@ class Task:
 
     # -- search space -------------------------------------------------------------------------
     def search_space(self, module: str | None = None) -> dict[str, list]:
-        module = module or self.spec.baseline
+        """The module's space; a module the task does not list gets the default module's ({} without one)."""
+        module = module or self.default_module
         if module in self.search_spaces:
             return self.search_spaces[module]
-        return self.search_spaces[self.spec.baseline]
+        return self.search_spaces.get(self.default_module, {})
 
     def config_problems(self, config: dict[str, Any], module: str | None = None) -> list[str]:
         """Why ``config`` is outside the human's search space (empty when inside)."""
@@ -265,11 +279,11 @@ class Task:
 
     def default_config(self, module: str | None = None) -> dict[str, Any]:
         """The baseline's config: the task may name it in settings.baseline_config, else each key's first value."""
-        module = module or self.spec.baseline
+        module = module or self.default_module
         named = self.spec.settings.get("baseline_config", {})
         if module in named:
             return dict(named[module])
-        if named and module == self.spec.baseline and all(k in self.search_space(module) for k in named):
+        if named and module == self.default_module and all(k in self.search_space(module) for k in named):
             return dict(named)
         return {key: values[0] for key, values in self.search_space(module).items()}
 
@@ -295,7 +309,7 @@ def _normalize_search_space(spec: TaskSpec) -> dict[str, dict[str, list]]:
     space = spec.search_space
     keyed_by_module = bool(space) and all(key.endswith(".py") for key in space)
     if not keyed_by_module:
-        spaces = {spec.baseline: space}
+        spaces = {spec.baseline: space} if spec.baseline is not None else {}
         for variant in spec.variants:
             spaces.setdefault(variant, space)
     else:
@@ -361,7 +375,7 @@ def load_task(path: str | Path) -> Task:
             lines.append(f"{field}: {err['msg']}")
         raise TaskError(f"{file}: " + "; ".join(lines)) from None
     for field in ("reference", "baseline"):
-        if not (folder / getattr(spec, field)).is_file():
+        if getattr(spec, field) is not None and not (folder / getattr(spec, field)).is_file():
             raise TaskError(f"{field}: file {getattr(spec, field)!r} not found in {folder}")
     inputs_file = spec.inputs.split(":", 1)[0]
     if not (folder / inputs_file).is_file():

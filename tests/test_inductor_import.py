@@ -1,0 +1,334 @@
+"""Inductor's output as a candidate: every committed capture converts, passes the static checks and
+matches the task's reference under the Triton interpreter, at its captured shapes (torch.compile's own
+configs and scaled ones) and, through the general kernels, at shapes nobody captured.
+
+Captures live in tests/fixtures/inductor (H200) and tests/fixtures/inductor/provisional (made without a
+GPU; see the README there). The tasks are the 20 problems imported afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools import kernelbench
+from tools.compare import compare
+from tools.inductor_import import (
+    Capture,
+    ConversionError,
+    convert,
+    convert_file,
+    load_fixture,
+    static_problems,
+)
+from tools.task import import_file, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "inductor"
+FILES = sorted(FIXTURES.glob("*.json")) + sorted((FIXTURES / "provisional").glob("*.json"))
+LIBRARY_ONLY = {
+    "15_LinearGELU",
+    "16_ScaledDotProductAttention",
+}  # a library kernel without --gemm triton-gemm
+CONVERTIBLE = [f for f in FILES if not (f.parent.name == "provisional" and f.stem in LIBRARY_ONLY)]
+INTERPRETER_ELEMENTS = 20_000  # shapes run under the interpreter: the small ones of a capture
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("kb_tasks")
+    assert kernelbench.main([str(ROOT / "bench" / "kernelbench" / "problems"), "--out", str(out)]) == 0
+    return out
+
+
+def _module(source: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return import_file(path, f"_inductor_candidate_{name}_{abs(hash(source))}")
+
+
+def _matches(task, module, shape: dict, config: dict) -> str | None:
+    """None when launch(*inputs, **config) matches the reference at shape, else why not."""
+    inputs = task.make_inputs(shape, torch.float32, "cpu", 0)
+    expected = task.reference(*[t.clone() for t in inputs])
+    got = module.launch(*inputs, **config)
+    expected, got = (x if isinstance(x, tuple) else (x,) for x in (expected, got))
+    rtol, atol = task.tolerance("float32")
+    for g, e in zip(got, expected, strict=True):
+        found = compare(g, e, rtol, atol, task.row_scaled)
+        if found is not None:
+            return f"{shape} {config}: {found[0]} at {found[1]['index']}"
+    return None
+
+
+def _configs(space: dict) -> list[dict]:
+    """torch.compile's own config, then every key at x2, then every key at x0.5."""
+    return [{}, {k: 2 for k in space}, {k: 0.5 for k in space}]
+
+
+def test_there_are_captures_to_convert():
+    assert len(CONVERTIBLE) >= 7
+
+
+@pytest.mark.parametrize("path", CONVERTIBLE, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_capture_converts_to_a_candidate_that_passes_the_static_checks(path):
+    for portable in (False, True):
+        converted = convert_file(path, portable_math=portable)
+        assert static_problems(converted.source) is None
+        assert converted.search_space["WARPS_SCALE"] == [1, 0.5, 2, 4]
+
+
+@pytest.mark.parametrize("path", CONVERTIBLE, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_candidate_matches_the_reference_at_captured_shapes_and_elsewhere(path, tasks, tmp_path):
+    fixture = load_fixture(path)
+    task = load_task(tasks / fixture.task)
+    converted = convert_file(path, portable_math=True)  # the interpreter has no libdevice
+    module = _module(converted.source, tmp_path, fixture.task)
+    small = [c.shape for c in fixture.captures if sum(map(_numel, c.inputs)) <= INTERPRETER_ELEMENTS]
+    assert small, "no captured shape is small enough for the interpreter"
+    problems = [
+        p
+        for shape in small
+        for config in _configs(converted.search_space)
+        if (p := _matches(task, module, shape, config))
+    ]
+    assert problems == []
+    if fixture.general is None:
+        return
+    uncaptured = [{d: v + 2 for d, v in small[0].items()}, {d: max(2, v - 1) for d, v in small[0].items()}]
+    for shape in uncaptured:
+        inputs = task.make_inputs(shape, torch.float32, "cpu", 0)
+        if any(_signature(inputs) == _signature_of(c) for c in fixture.captures):
+            continue
+        try:
+            assert _matches(task, module, shape, {}) is None
+        except ValueError as exc:  # a size Inductor kept fixed in its general kernels (LayerNorm's width)
+            assert "general kernels need" in str(exc) and fixture.task == "07_LayerNormAffine"
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def _signature(inputs: tuple) -> list:
+    return [list(t.shape) for t in inputs]
+
+
+def _signature_of(capture: Capture) -> list:
+    return capture.inputs
+
+
+def test_general_kernels_refuse_a_size_inductor_kept_fixed(tasks, tmp_path):
+    path = FIXTURES / "provisional" / "07_LayerNormAffine.json"
+    module = _module(convert_file(path, portable_math=True).source, tmp_path, "ln")
+    task = load_task(tasks / "07_LayerNormAffine")
+    wider = task.make_inputs({"batch_size": 5, "features": 33}, torch.float32, "cpu", 0)
+    with pytest.raises(ValueError, match=r"Inductor's general kernels need \(s\d+, 32\)"):
+        module.launch(*wider)
+    taller = task.make_inputs(
+        {"batch_size": 5, "features": 32}, torch.float32, "cpu", 0
+    )  # only the rows differ
+    assert torch.allclose(module.launch(*taller), task.reference(*taller), atol=1e-4, rtol=1e-4)
+
+
+def test_without_general_kernels_an_uncaptured_shape_is_refused_by_name(tasks, tmp_path):
+    fixture = load_fixture(FIXTURES / "provisional" / "17_ResidualAddRMSNorm.json")
+    converted = convert(fixture.captures, fixture.task, None, portable_math=True)
+    module = _module(converted.source, tmp_path, "rms_static")
+    inputs = load_task(tasks / fixture.task).make_inputs({"tokens": 6, "hidden": 10}, torch.float32, "cpu", 0)
+    with pytest.raises(ValueError, match="captured at .*'tokens': 16, 'hidden': 32.* only, not for inputs"):
+        module.launch(*inputs)
+
+
+def test_the_default_config_is_inductors_and_scaled_blocks_stay_legal(tmp_path):
+    path = FIXTURES / "provisional" / "13_SmoothL1Beta.json"
+    fixture = load_fixture(path)
+    converted = convert_file(path, portable_math=True)
+    for capture in fixture.captures:
+        for name, config in capture.launches.items():
+            for block, value in config.kwargs.items():
+                assert f"_block({value}, {block}_SCALE" in converted.source, (name, block)
+            assert f"num_warps=_warps({config.num_warps}, WARPS_SCALE)" in converted.source
+    module = _module(converted.source, tmp_path, "blocks")
+    assert module._block(1024, 1, 16, 72, True) == 1024  # scale 1 is Inductor's value, whatever the caps
+    assert module._block(1024, 2, 4096, 3072, True) == 1024  # 2048 does not divide an unmasked 3072
+    assert module._block(256, 2, 4096, 3072, True) == 512
+    assert module._block(256, 4, 4096, 300, False) == 512  # masked: capped at next_power_of_2(300)
+    assert module._block(256, 4, 64, 1 << 20, False) == 64  # the axis cap
+    assert module._block(2, 0.5, 64, 100, False) == 1
+    assert module._warps(4, 4) == 16 and module._warps(2, 0.5) == 1 and module._warps(16, 4) == 32
+
+
+def test_a_library_kernel_is_a_conversion_error_naming_it():
+    with pytest.raises(ConversionError, match=r"extern_kernels\.addmm.*library kernel"):
+        convert_file(FIXTURES / "provisional" / "15_LinearGELU.json")
+
+
+def test_a_triton_helper_without_a_stand_in_is_named():
+    fixture = load_fixture(FIXTURES / "provisional" / "06_ArgmaxRows.json")
+    capture = fixture.captures[0]
+    broken = capture.model_copy(
+        update={
+            "wrappers": [
+                capture.wrappers[0].replace("triton_helpers.max_with_index", "triton_helpers.frobnicate")
+            ]
+        }
+    )
+    with pytest.raises(ConversionError, match="triton_helpers.frobnicate has no stand-in"):
+        convert([broken], fixture.task)
+
+
+def test_libdevice_is_kept_for_the_gpu_and_replaced_for_the_interpreter():
+    path = FIXTURES / "provisional" / "01_GELUTanh.json"
+    gpu, cpu = convert_file(path).source, convert_file(path, portable_math=True).source
+    assert "from triton.language.extra import libdevice" in gpu and "libdevice.tanh(" in gpu
+    assert "libdevice." not in cpu and "import libdevice" not in cpu and "portable_tanh(" in cpu
+
+
+# A wrapper in the format Inductor writes for a CUDA device (device guard, streams, empty_strided_cuda),
+# with a matmul template launched on a fixed grid and a pointwise epilogue writing its buffer in place,
+# returned as a transposed view. Written for this test; the kernels are small and exact in fp32.
+CUDA_WRAPPER = '''
+import torch
+from torch._inductor.async_compile import AsyncCompile
+async_compile = AsyncCompile()
+empty_strided_cuda = torch._C._dynamo.guards._empty_strided_cuda
+reinterpret_tensor = torch._C._dynamo.guards._reinterpret_tensor
+
+triton_tem_fused_mm_0 = async_compile.triton('triton_tem_fused_mm_0', """
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+triton_helpers.set_driver_to_gpu()
+
+@triton_heuristics.template(
+    num_stages=2,
+    num_warps=4,
+    triton_meta={'signature': {'arg_A': '*fp32', 'arg_B': '*fp32', 'out_ptr0': '*fp32'}, 'constants': {}},
+    inductor_meta={'grid_type': 'FixedGrid', 'fixed_grid': ['_grid_0', '_grid_1', '_grid_2'], 'kernel_name': 'triton_tem_fused_mm_0'},
+)
+@triton.jit
+def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
+    BLOCK_M : tl.constexpr = 16
+    BLOCK_N : tl.constexpr = 16
+    BLOCK_K : tl.constexpr = 16
+    N = 48
+    K = 16
+    pid = tl.program_id(0)
+    pid_m = pid // (N // BLOCK_N)
+    pid_n = pid % (N // BLOCK_N)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a = tl.load(arg_A + rm[:, None] * K + rk[None, :])
+    b = tl.load(arg_B + rk[:, None] * N + rn[None, :])
+    tl.store(out_ptr0 + rm[:, None] * N + rn[None, :], tl.dot(a, b, allow_tf32=False))
+""", device_str='cuda')
+
+triton_poi_fused_relu_1 = async_compile.triton('triton_poi_fused_relu_1', """
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+
+@triton_heuristics.pointwise(
+    size_hints={'x': 2048},
+    filename=__file__,
+    triton_meta={'signature': {'in_out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}},
+    inductor_meta={'grid_type': 'Grid1D', 'kernel_name': 'triton_poi_fused_relu_1'},
+    min_elem_per_thread=0
+)
+@triton.jit
+def triton_poi_fused_relu_1(in_out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 1536
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:]
+    xmask = xindex < xnumel
+    tmp0 = tl.load(in_out_ptr0 + (xindex), xmask)
+    tmp1 = tl.full([1], 0, tl.int32)
+    tmp2 = triton_helpers.maximum(tmp1, tmp0)
+    tl.store(in_out_ptr0 + (xindex), tmp2, xmask)
+""", device_str='cuda')
+
+async_compile.wait(globals())
+del async_compile
+
+def call(args):
+    arg0_1, arg1_1 = args
+    args.clear()
+    assert_size_stride(arg0_1, (32, 16), (16, 1))
+    assert_size_stride(arg1_1, (16, 48), (48, 1))
+    with torch.cuda._DeviceGuard(0):
+        torch.cuda.set_device(0)
+        buf0 = empty_strided_cuda((32, 48), (48, 1), torch.float32)
+        stream0 = get_raw_stream(0)
+        triton_tem_fused_mm_0.run(arg0_1, arg1_1, buf0, 6, 1, 1, stream=stream0)
+        buf1 = buf0; del buf0  # reuse
+        triton_poi_fused_relu_1.run(buf1, 1536, stream=stream0)
+        del arg0_1
+        del arg1_1
+    return (reinterpret_tensor(buf1, (48, 32), (1, 48), 0), )
+'''
+
+
+def test_a_cuda_wrapper_with_a_template_on_a_fixed_grid_converts_and_runs(tmp_path):
+    capture = Capture(
+        shape={"M": 32}, dtype="float32", inputs=[[32, 16], [16, 48]], strides=[[16, 1], [48, 1]],
+        input_dtypes=["torch.float32", "torch.float32"], arg_map=[0, 1], wrappers=[textwrap.dedent(CUDA_WRAPPER)],
+        launches={"triton_tem_fused_mm_0": {"num_warps": 4, "num_stages": 2},
+                  "triton_poi_fused_relu_1": {"kwargs": {"XBLOCK": 256}, "num_warps": 4}},
+    )  # fmt: skip
+    converted = convert([capture], "mm_relu")
+    assert static_problems(converted.source) is None
+    assert set(converted.search_space) == {"XBLOCK_SCALE", "WARPS_SCALE"}  # the template's tiles stay
+    assert "triton_tem_fused_mm_0_s0[(6, 1, 1)]" in converted.source
+    module = _module(converted.source, tmp_path, "mm_relu")
+    a, b = torch.randn(32, 16), torch.randn(16, 48)
+    for config in _configs(converted.search_space):
+        out = module.launch(a, b, **config)
+        assert out.shape == (48, 32) and out.stride() == (1, 48)
+        assert torch.allclose(out, torch.relu(a @ b).t(), atol=1e-4)
+
+
+def test_the_evaluator_accepts_a_converted_candidate_for_a_task_without_a_baseline(tasks):
+    from tools.evaluate import evaluate
+
+    source = convert_file(FIXTURES / "provisional" / "17_ResidualAddRMSNorm.json", portable_math=True).source
+    result = evaluate(tasks / "17_ResidualAddRMSNorm", source, {}, module="inductor.py", device="cpu")
+    assert result.verdict == "pass", result.message  # its checks include a shape drawn near the workload
+
+
+def test_the_capture_script_records_kernels_configs_arguments_and_guards(tasks, tmp_path):
+    out = tmp_path / "captures"
+    script = ROOT / "bench" / "kernelbench" / "capture_inductor.py"
+    # its own process: it patches Inductor's autotuner and settings for the capture
+    done = subprocess.run(
+        [sys.executable, str(script), str(tasks / "17_ResidualAddRMSNorm"), "--out", str(out), "--shapes", "cpu",
+         "--codegen-only"], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((out / "17_ResidualAddRMSNorm.json").read_text())
+    first = record["captures"][0]
+    assert first["arg_map"] == [0, 2, 1]  # call(args) takes x, weight, residual
+    assert "async_compile.triton(" in first["wrappers"][0] and first["launches"]
+    general = record["general"]
+    assert any("L['inputs'][0].size()[0]" in g for g in general["guards"])
+    assert "L['inputs'][0].size()[0]" in general["arg_sources"]
+
+
+def test_the_command_line_writes_the_candidate_or_exits_2(tmp_path, capsys):
+    from tools.inductor_import import main
+
+    out = tmp_path / "inductor.py"
+    assert main([str(FIXTURES / "provisional" / "09_GroupNormImages.json"), "--out", str(out)]) == 0
+    assert '"WARPS_SCALE"' in capsys.readouterr().out and "def launch(" in out.read_text()
+    assert main([str(FIXTURES / "provisional" / "15_LinearGELU.json"), "--out", str(tmp_path / "x.py")]) == 2
+    assert "library kernel" in capsys.readouterr().err and not (tmp_path / "x.py").exists()
