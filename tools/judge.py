@@ -39,7 +39,7 @@ from tools.compare import check_described, compare, same_bits, sample_positions,
 from tools.references import Entry, ReferenceCache, TaskFailure
 from tools.results import merge_launch_resources
 from tools.task import bytes_moved, load_task
-from tools.timing import TimingSettings, copy_bandwidth_gbps, flush_l2, poison_value
+from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, flush_l2, poison_value
 from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -555,6 +555,7 @@ class Judge:
         self._layout_lock = threading.Lock()
         self._arenas: staging.ArenaPool | None = None
         self._degenerate: str | None = None
+        self._ceilings: dict[int, float] = {}
         self.out_lock = threading.Lock()
 
     # -- the workload ---------------------------------------------------------------------------
@@ -675,7 +676,21 @@ class Judge:
                "bytes": moved}  # fmt: skip
         if self.task.spec.flops:
             row["tflops"] = self.task.spec.flops / (median * 1e-6) / 1e12
+        ceiling = self.ceiling_us(moved)
+        if ceiling:
+            row.update(ceiling_us=ceiling, ceiling_pct=100 * ceiling / median)
         return row
+
+    def ceiling_us(self, moved: int) -> float | None:
+        """A device copy of ``moved`` bytes (half read, half written), timed here once per size: what a
+        memory-bound kernel of this size can reach, ramp-up and tail included (the 1 GiB copy hides them).
+        Measured while this judge's GPU is quiet: timing runs only after the checks."""
+        if self.device != "cuda":
+            return None
+        with self._layout_lock:
+            if moved not in self._ceilings:
+                self._ceilings[moved] = copy_time_us(moved, self.settings.timing)
+            return self._ceilings[moved]
 
     def evaluate_one(self, job: dict[str, Any], time_it: bool) -> tuple[dict[str, Any], Session | None]:
         """Compile + correctness; (result, the open session when it passed and will be timed)."""

@@ -40,6 +40,10 @@ class ShapeTiming(BaseModel):
     gbps: float | None = None
     roofline_pct: float | None = None
     tflops: float | None = None
+    ceiling_us: float | None = Field(
+        default=None, description="a device copy of the same bytes, timed by the judge once per run: this size's ceiling"
+    )
+    ceiling_pct: float | None = Field(default=None, description="100 x ceiling_us / median_us")
     # "do_bench": records written before timing moved to tools.timing.bench_ms (same meaning as "direct")
     method: Literal["direct", "cuda_graph", "interpreter", "do_bench"] = "direct"
 
