@@ -68,6 +68,9 @@ class ProgressView:
         if e["status"] == "evaluating":
             self.console.print(f"[bold]setup[/bold]: evaluating the baseline on {e['device']} ...")
             return
+        if e["status"] == "first_kernel":
+            self.console.print("[bold]setup[/bold]: no baseline kernel: making torch.compile's Triton a candidate ...")
+            return
         self.baseline_us = self.best_us = e["geomean_us"]
         self.budget = e.get("budget", {})
         self.interpreted = e["device"] == "cpu"

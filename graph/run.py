@@ -1,7 +1,8 @@
 """Optimize a task's kernel: ``python -m graph.run TASK [options]``.
 
 Exit status: 0 finished (report written), 3 paused for a human decision (--non-interactive, or no
-terminal; resume with --resume RUN_DIR --answer TEXT), 2 bad input (task, settings, SPEC, answer).
+terminal; resume with --resume RUN_DIR --answer TEXT), 2 bad input (task, settings, SPEC, answer), 4 the
+Dask cluster went away (resume with --resume RUN_DIR, on another cluster or locally).
 A run folder holds checkpoints.sqlite (every finished step), candidates/, results/, log.jsonl,
 report.md, report.json and progress.png; --resume continues a paused or killed run from its last
 finished step.
@@ -32,7 +33,7 @@ from tools.run_folder import CHECKPOINTS, RunFolder
 from tools.task import TaskError, load_task
 
 THREAD = {"configurable": {"thread_id": "run"}}
-EXIT_DONE, EXIT_BAD_INPUT, EXIT_PAUSED = 0, 2, 3
+EXIT_DONE, EXIT_BAD_INPUT, EXIT_PAUSED, EXIT_CLUSTER_LOST = 0, 2, 3, 4
 
 
 class BadInput(Exception):
@@ -48,7 +49,11 @@ def open_graph(run_dir: Path) -> Iterator[CompiledStateGraph]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m graph.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("task", nargs="?", help="task folder or its task.json")
+    p.add_argument("task", nargs="?", help="task folder, its task.json, or a PyTorch module in KernelBench's format (.py)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="for a KernelBench-format .py: the dtype its task is imported in")  # fmt: skip
+    p.add_argument("--cluster", default=None, metavar="SPEC",
+                   help="evaluate on Dask: local:N (N workers here, one per GPU) or tcp://HOST:PORT")  # fmt: skip
     p.add_argument("--model", default="expert", help="SPEC of the diagnoser and proposer (default: expert)")
     p.add_argument("--critic-model", default=None, help="SPEC of the critic (default: --model)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -80,6 +85,8 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         raise BadInput("a TASK (folder or task.json) is required unless --resume is given")
     if args.answer:
         raise BadInput("--answer needs --resume RUN_DIR")
+    if args.task.endswith(".py") and Path(args.task).is_file():
+        return new_problem_run(args)
     task = load_task(args.task)
     overrides = parse_assignments(args.assignments)
     if args.rounds is not None:
@@ -109,6 +116,23 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     return run_dir, inputs
 
 
+def new_problem_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """A KernelBench-format module: imported into the run folder as a task (no baseline kernel: the run
+    starts from torch.compile's), then started like any task."""
+    from tools.kernelbench import ProblemError, import_problem
+
+    problem = Path(args.task)
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else RunFolder.default_root(problem.stem)
+    if (run_dir / CHECKPOINTS).exists():
+        raise BadInput(f"{run_dir} already holds a run; continue it with --resume {run_dir}")
+    try:
+        imported = import_problem(problem, run_dir / "imported", args.dtype)
+    except ProblemError as exc:
+        raise BadInput(str(exc)) from None
+    args.task, args.run_dir = str(imported.folder), str(run_dir)
+    return new_run(args)
+
+
 def pending_question(app: CompiledStateGraph) -> dict[str, Any] | None:
     interrupts = app.get_state(THREAD).interrupts
     return interrupts[0].value if interrupts else None
@@ -116,7 +140,7 @@ def pending_question(app: CompiledStateGraph) -> dict[str, Any] | None:
 
 def validated(answer: str, app: CompiledStateGraph) -> str:
     state = RunState.model_validate(app.get_state(THREAD).values)
-    parse_answer(answer, state.search_spaces, state.attempts, run_task(state))  # AnswerError says why
+    parse_answer(answer, state.search_spaces, state.attempts, run_task(state, state.run_dir))  # AnswerError says why
     return answer
 
 
@@ -164,7 +188,8 @@ def drive(
             for mode, chunk in app.stream(
                 payload,
                 THREAD,
-                context=RunContext(run_dir=str(run_dir)),  # where the folder is now, should it have moved
+                # where the folder is now (should it have moved), and where candidates are evaluated
+                context=RunContext(run_dir=str(run_dir), cluster=args.cluster),
                 stream_mode=["updates", "custom"],
                 durability="sync",
             ):
@@ -232,7 +257,14 @@ def resume(args: argparse.Namespace, console: Console) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = Console(highlight=False, soft_wrap=True)
+    from tools.cluster import ClusterLost, parse_cluster
+
     try:
+        if args.cluster:
+            try:
+                parse_cluster(args.cluster)
+            except ValueError as exc:
+                raise BadInput(str(exc)) from None
         if args.resume:
             return resume(args, console)
         run_dir, inputs = new_run(args)
@@ -241,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, TaskError, SettingsError, AgentSpecError, AnswerError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return EXIT_BAD_INPUT
+    except ClusterLost as exc:
+        folder = args.resume or args.run_dir or "RUN_DIR"
+        console.print(f"[red]stopped:[/red] {exc}\n  continue with python -m graph.run --resume {folder} "
+                      "[--cluster SPEC]  (finished steps and results are kept)")  # fmt: skip
+        return EXIT_CLUSTER_LOST
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ class Attempt(BaseModel):
     result: str = Field(default="", description="results/<identity>.json")
     cached: bool | None = Field(default=None, description="served by the validation cache (None: baseline)")
     approved_by: str | None = Field(default=None, description="'human' once a held candidate was approved")
+    worker: str = Field(default="", description="the evaluation worker (and GPU) that judged it")
 
     @property
     def passed(self) -> bool:

@@ -50,6 +50,11 @@ class RunState(RunInput):
         description="seconds spent inside nodes (the minutes budget counts these, not human waits)",
     )
 
+    anchors: list[dict[str, Any]] = Field(
+        default=[], description="per timed shape, the reference in eager and under a static torch.compile, "
+        "timed by the judge on the GPU ({shape, dtype, eager: {median_us}, compile: {median_us}}); empty on a CPU",
+    )
+
     # -- the search space as it stands (the human may widen or constrain it) ------------------
     search_spaces: dict[str, dict[str, list]] = Field(
         description="module file -> {key: allowed values}; the task's, changed only by the human"

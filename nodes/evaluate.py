@@ -133,7 +133,7 @@ def results_for(step: Step, candidates: list[Candidate]) -> tuple[list[EvalResul
     if pending:
         evaluate_many = evaluator_for(step.context)
         evaluate_many(step.task, [candidates[i] for i in pending], device=state.device, baseline=baseline,
-                      on_result=arrived, settings=eval_settings(step.task, state.settings))  # fmt: skip
+                      on_result=arrived, settings=eval_settings(step.task, state.settings, step.context))  # fmt: skip
     missing = [candidates[i].identity for i, r in enumerate(results) if r is None]
     if missing:
         raise RuntimeError(f"the evaluator returned no result for {', '.join(missing)}")

@@ -50,6 +50,7 @@ def attempt_record(
         seconds=result.seconds,
         candidate=RunFolder.candidate_file(candidate.identity),
         result=RunFolder.result_file(candidate.identity),
+        worker=result.worker,
     )
 
 

@@ -41,7 +41,7 @@ SUMMARY_KEYS = {
 }  # fmt: skip
 ATTEMPT_KEYS = {
     "n", "round", "identity", "module", "config", "origin", "verdict", "stage", "error_type", "message",
-    "geomean_us", "roofline_pct", "rationale", "expected_effect", "candidate", "result", "cached",
+    "geomean_us", "roofline_pct", "rationale", "expected_effect", "candidate", "result", "cached", "worker",
 }  # fmt: skip
 
 
@@ -49,12 +49,15 @@ def _summary(a: Attempt) -> dict[str, Any]:
     return a.model_dump(mode="json", include=SUMMARY_KEYS)
 
 
-def _per_shape(baseline: Attempt, best: Attempt) -> list[dict[str, Any]]:
+def _per_shape(baseline: Attempt, best: Attempt, anchors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     base = {(json.dumps(r.shape, sort_keys=True), r.dtype): r for r in baseline.per_shape}
+    anchored = {(json.dumps(a["shape"], sort_keys=True), a["dtype"]): a for a in anchors}
     rows = []
     for r in best.per_shape:
-        b = base.get((json.dumps(r.shape, sort_keys=True), r.dtype))
+        key = (json.dumps(r.shape, sort_keys=True), r.dtype)
+        b = base.get(key)
         b_us = b.median_us if b else None
+        anchor = anchored.get(key, {})
         rows.append(
             {
                 "shape": r.shape,
@@ -65,9 +68,29 @@ def _per_shape(baseline: Attempt, best: Attempt) -> list[dict[str, Any]]:
                 "best_gbps": r.gbps,
                 "best_roofline_pct": r.roofline_pct,
                 "baseline_roofline_pct": b.roofline_pct if b else None,
+                # the reference timed by the judge on the same GPU: eager and a static torch.compile (us)
+                "anchors": {k: anchor[k].get("median_us") for k in ("eager", "compile") if k in anchor},
             }
         )
     return rows
+
+
+def _versus_anchors(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Geomean of anchor time / best time over the shapes where both were timed, per anchor."""
+    out: dict[str, float | None] = {}
+    for name in ("eager", "compile"):
+        ratios = [r["anchors"][name] / r["best_us"] for r in rows if r["anchors"].get(name) and r["best_us"]]
+        out[name] = round(math.exp(sum(math.log(x) for x in ratios) / len(ratios)), 4) if ratios else None
+    return out
+
+
+def _evaluation(state: RunState) -> dict[str, Any]:
+    """Where the candidates were judged: each worker (and its GPU) and how many it judged."""
+    workers: dict[str, int] = {}
+    for a in state.attempts:
+        if a.worker:
+            workers[a.worker] = workers.get(a.worker, 0) + 1
+    return {"workers": [{"worker": w, "attempts": n} for w, n in sorted(workers.items())]}
 
 
 def _target_summary(target: Target) -> dict[str, Any]:
@@ -116,7 +139,9 @@ def build_report(
         "speedup": round(baseline.geomean_us / best.geomean_us, 4)
         if best.geomean_us and baseline.geomean_us
         else None,
-        "per_shape": _per_shape(baseline, best),
+        "per_shape": (per_shape := _per_shape(baseline, best, state.anchors)),
+        "speedup_vs": _versus_anchors(per_shape),
+        "evaluation": _evaluation(state),
         "rounds": state.rounds_done,
         "candidates_evaluated": sum(1 for a in state.attempts if a.round > 0),
         "wall_s": round(time.time() - state.started_at, 1),

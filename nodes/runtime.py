@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -37,6 +38,9 @@ class RunContext:
     run_dir: str | None = None
     """Where this process finds the run folder (the CLI passes the folder it opened, so a folder that
     was moved resumes where it is now); None: the state's ``run_dir``."""
+    cluster: str | None = None
+    """Where candidates are evaluated: None this machine's judge, "local:N" or "tcp://HOST:PORT" a Dask
+    cluster (chosen per process, so a run stopped by a lost cluster resumes on another or locally)."""
 
 
 def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
@@ -54,9 +58,17 @@ def _load(path: str) -> Task:
     return load_task(path)
 
 
-def run_task(state: RunState) -> Task:
+def task_path(state: RunState, root: str | Path | None = None) -> str:
+    """The task's folder: a path relative to the run folder is a task the run made for itself (a
+    problem file imported, a first kernel added), found wherever the folder is now."""
+    if Path(state.task).is_absolute():
+        return state.task
+    return str(Path(root or state.run_dir) / state.task)
+
+
+def run_task(state: RunState, root: str | Path | None = None) -> Task:
     """The task with the run's current search spaces and forbidden constructs (the human may change them)."""
-    loaded = _load(state.task)
+    loaded = _load(task_path(state, root))
     task = Task(loaded.spec.model_copy(deep=True), loaded.folder)
     task.search_spaces = {m: dict(state.search_spaces[m]) for m in loaded.search_spaces}
     for name, extra in state.extra_modules.items():
@@ -98,9 +110,12 @@ def agents_for(state: RunState, context: RunContext) -> Agents:
     return _build(state.model or "expert", state.critic_model, settings)
 
 
-def eval_settings(task: Task, settings: Settings) -> EvalSettings:
-    """The evaluator's settings for this run: the task's own, then the run's merged `evaluator` section."""
-    return EvalSettings.for_task(task, **settings.evaluator.model_dump())
+def eval_settings(task: Task, settings: Settings, context: RunContext | None = None) -> EvalSettings:
+    """The evaluator's settings for this run: the task's own, then the run's merged `evaluator` section,
+    and where this process evaluates (``context.cluster``)."""
+    chosen = EvalSettings.for_task(task, **settings.evaluator.model_dump())
+    chosen.cluster = context.cluster if context is not None else None
+    return chosen
 
 
 def evaluator_for(context: RunContext) -> Callable[..., list]:

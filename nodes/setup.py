@@ -15,10 +15,13 @@ from nodes.records import attempt_record
 from nodes.runtime import eval_settings, evaluator_for
 from nodes.step import Step, Update, node
 from tools.candidate import Candidate
-from tools.evaluate import resolve_device
+from tools.evaluate import measure_anchors, resolve_device
+from tools.first_kernel import with_inductor_baseline
 from tools.results import EvalResult
 from tools.run_folder import RunFolder
 from tools.task import Task, TaskError, load_task
+
+FIRST_KERNEL_TASK = "task"  # in the run folder: a task without a baseline, given torch.compile's kernel
 
 
 @node("setup")
@@ -28,10 +31,16 @@ def setup(state: RunInput, step: Step) -> Update:
         raise TaskError("task: no task given (a task folder or its task.json)")
     task = load_task(state.task)
     device = resolve_device(state.device or "auto")
-    settings = load_settings(task, state.overrides)
     root = step.context.run_dir or state.run_dir or RunFolder.default_root(task.name)
     step.folder = RunFolder(Path(root).resolve()).create()
+    task_in_run = not task.has_baseline
+    if task_in_run:  # the first kernel is torch.compile's own, made a candidate in a copy of the task
+        step.emit("baseline", status="first_kernel", device=device)
+        task = with_inductor_baseline(task, step.folder.path(FIRST_KERNEL_TASK), device)
+        step.audit(f"no baseline kernel: {task.baseline_name} from torch.compile ({'; '.join(task.first_kernel_notes)})")
+    settings = load_settings(task, state.overrides)
     result = evaluate_baseline(step, task, device, settings)
+    anchors = measure_anchors(task, device, eval_settings(task, settings, step.context)) if step.context.evaluator is None else []
     baseline = attempt_record(
         0, 0, baseline_candidate(task), task.baseline_name, result, min_dims=task.spec.target.min_dims
     )
@@ -43,7 +52,9 @@ def setup(state: RunInput, step: Step) -> Update:
         "baseline", status="done", geomean_us=baseline.geomean_us, budget=settings.budget, device=device
     )
     return {
-        "task": str(Path(state.task).resolve()),
+        # a task the run made for itself stays relative to the run folder, which may move
+        "task": FIRST_KERNEL_TASK if task_in_run else str(Path(state.task).resolve()),
+        "anchors": anchors,
         "device": device,
         "model": state.model or "expert",
         "critic_model": state.critic_model,
@@ -77,7 +88,7 @@ def evaluate_baseline(step: Step, task: Task, device: str, settings: Settings) -
     if result is None:
         step.emit("baseline", status="evaluating", device=device)
         evaluate = evaluator_for(step.context)
-        result = evaluate(task, [baseline], device=device, settings=eval_settings(task, settings))[0]
+        result = evaluate(task, [baseline], device=device, settings=eval_settings(task, settings, step.context))[0]
         step.folder.save_result(baseline.identity, result)
     if not result.passed:
         raise TaskError(

@@ -46,7 +46,7 @@ class Step:
     @cached_property
     def task(self) -> Task:
         """The task as the run sees it now (the human may have changed its space)."""
-        return run_task(self.run)
+        return run_task(self.run, self.folder.root)
 
     @cached_property
     def folder(self) -> RunFolder:

@@ -29,7 +29,7 @@ def watchdog_accepts(step: Step, new: Attempt, previous: Attempt) -> bool:
         candidate_of(new, step.folder),
         candidate_of(previous, step.folder),
         settings.watchdog.max_regression,
-        eval_settings(step.task, settings),
+        eval_settings(step.task, settings, step.context),
     )
     if verdict.compared:
         step.audit(f"watchdog: {verdict.reason}")

@@ -308,11 +308,10 @@ def test_the_evaluator_accepts_a_converted_candidate_for_a_task_without_a_baseli
 
 def test_the_capture_script_records_kernels_configs_arguments_and_guards(tasks, tmp_path):
     out = tmp_path / "captures"
-    script = ROOT / "bench" / "kernelbench" / "capture_inductor.py"
     # its own process: it patches Inductor's autotuner and settings for the capture
     done = subprocess.run(
-        [sys.executable, str(script), str(tasks / "17_ResidualAddRMSNorm"), "--out", str(out), "--shapes", "cpu",
-         "--codegen-only"], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "tools.inductor_capture", str(tasks / "17_ResidualAddRMSNorm"), "--out", str(out),
+         "--shapes", "cpu", "--codegen-only"], capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((out / "17_ResidualAddRMSNorm.json").read_text())

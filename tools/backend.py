@@ -186,6 +186,12 @@ class LocalBackend:
         self.judge.request("retime", on_message, jobs=[self.job(job) for job in jobs])
         return answers
 
+    def anchors(self) -> list[dict[str, Any]]:
+        """The reference in eager and under torch.compile at each timed shape, timed by the judge (GPU)."""
+        found: list[dict[str, Any]] = []
+        self.judge.request("anchors", lambda message: found.extend(message.get("anchors", [])))
+        return found
+
     def name(self) -> str:
         gpu = self.judge.ready.get("device", {}).get("name", self.device)
         return f"local ({gpu})"

@@ -29,7 +29,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from tools.task import Task
 
 CHUNK = 8  # candidates per chunk: one worker's parallel checks, and what a dead worker costs at most
 START_TIMEOUT_S = 120.0
+LOST_AFTER_S = 20.0  # a scheduler unreachable this long is gone
 
 
 class ClusterLost(RuntimeError):
@@ -136,12 +138,31 @@ class DaskBackend:
             self.close()
             raise ClusterLost(f"no Dask scheduler answered at {address}: {exc}") from None
         self.seen: dict[str, dict[str, Any]] = {}  # worker address -> what it reported of its GPU
+        self.address = address
+        self._unreachable_since: float | None = None
 
     def gpus(self) -> int:
         workers = self.client.scheduler_info(n_workers=-1)["workers"]
         return max(1, sum(1 for w in workers.values() if w.get("resources", {}).get("GPU")))
 
     def evaluate(self, jobs: list[dict[str, Any]], finished: Callable[[int, dict[str, Any]], None]) -> None:
+        with self._lost_as_cluster_lost():
+            self._evaluate(jobs, finished)
+
+    @contextmanager
+    def _lost_as_cluster_lost(self) -> Iterator[None]:
+        """A connection to the scheduler that breaks, or never comes back, ends the run as ClusterLost."""
+        from concurrent.futures import CancelledError
+
+        from distributed.comm.core import CommClosedError
+
+        try:
+            yield
+        except (CommClosedError, OSError, TimeoutError, CancelledError) as exc:
+            raise ClusterLost(f"the Dask scheduler at {self.address} went away ({type(exc).__name__}); "
+                              "the run is checkpointed") from None  # fmt: skip
+
+    def _evaluate(self, jobs: list[dict[str, Any]], finished: Callable[[int, dict[str, Any]], None]) -> None:
         pending = {job["key"]: job for job in jobs}
         tries: dict[int, int] = {job["key"]: 0 for job in jobs}
         queue_name = f"ka-results-{uuid.uuid4().hex}"
@@ -201,6 +222,10 @@ class DaskBackend:
 
     def retime(self, jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Every candidate re-timed on one GPU, side by side (the watchdog compares them)."""
+        with self._lost_as_cluster_lost():
+            return self._retime(jobs)
+
+    def _retime(self, jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         future = self.client.submit(retime_chunk, self.files, self.task_key, self.device, self.settings,
                                     self.hidden_shapes, jobs, resources={"GPU": 1}, pure=False, retries=1)  # fmt: skip
         while not future.done():
@@ -208,9 +233,27 @@ class DaskBackend:
             time.sleep(0.05)
         return {int(k): v for k, v in future.result().items()}
 
+    def anchors(self) -> list[dict[str, Any]]:
+        with self._lost_as_cluster_lost():
+            return self._anchors()
+
+    def _anchors(self) -> list[dict[str, Any]]:
+        future = self.client.submit(anchors_on_worker, self.files, self.task_key, self.device, self.settings,
+                                    self.hidden_shapes, resources={"GPU": 1}, pure=False)  # fmt: skip
+        while not future.done():
+            self._alive()
+            time.sleep(0.05)
+        return future.result()
+
     def _alive(self) -> None:
-        if self.client.status not in {"running", "connecting"}:
-            raise ClusterLost("the Dask scheduler went away; the run is checkpointed: resume it with --resume")
+        """Raise ClusterLost once the scheduler has been unreachable for LOST_AFTER_S."""
+        if self.client.status == "running" and self.client.scheduler_info().get("workers") is not None:
+            self._unreachable_since = None
+            return
+        now = time.monotonic()
+        self._unreachable_since = self._unreachable_since or now
+        if self.client.status in {"closed", "closing"} or now - self._unreachable_since > LOST_AFTER_S:
+            raise ClusterLost(f"the Dask scheduler at {self.address} went away; the run is checkpointed")
 
     def workers(self) -> list[dict[str, Any]]:
         return list(self.seen.values())
@@ -281,6 +324,10 @@ def retime_chunk(files: dict, task_key: str, device: str, settings: dict, hidden
     answers = backend.retime(jobs)
     label = f"{get_worker().name} ({get_worker().address})"
     return {str(k): {**v, "worker": f"{label}: {v.get('worker', '')}"} for k, v in answers.items()}
+
+
+def anchors_on_worker(files: dict, task_key: str, device: str, settings: dict, hidden: list[dict]) -> list:
+    return _worker_backend(files, task_key, device, settings, hidden).anchors()
 
 
 def _close_judges() -> None:

@@ -369,6 +369,15 @@ def evaluate_many(
     return evaluator.evaluate_many(candidates, baseline, on_result)
 
 
+def measure_anchors(task: Task, device: str, settings: EvalSettings) -> list[dict[str, Any]]:
+    """Per timed shape, the reference in eager and under a static torch.compile, timed by the run's judge
+    (GPU only; an empty list on a CPU, whose interpreted times claim nothing)."""
+    device = resolve_device(device)
+    if device != "cuda":
+        return []
+    return _shared_backend(task, device, settings).anchors()
+
+
 def evaluate(
     task: Task | str | Path,
     source: str,

@@ -1,7 +1,7 @@
 """Inductor's generated code as a standalone candidate: torch.compile's own Triton, searchable.
 
 Input: captures of ``torch._inductor.utils.run_and_get_code(torch.compile(reference, dynamic=False),
-*inputs)`` (bench/kernelbench/capture_inductor.py writes them), one per shape. Each holds the wrapper
+*inputs)`` (python -m tools.inductor_capture writes them), one per shape. Each holds the wrapper
 module (kernels inside ``async_compile.triton('name', '''...''')``, a ``call(args)`` that allocates
 buffers and launches them), which task input each ``call`` argument is, and the config each kernel
 ran with. Output: one module in the candidate format: the kernels as plain ``@triton.jit`` functions
@@ -746,7 +746,7 @@ class Fixture:
 
 
 def load_fixture(path: str | Path) -> Fixture:
-    """A capture file (bench/kernelbench/capture_inductor.py); failed captures are listed, not loaded."""
+    """A capture file (python -m tools.inductor_capture); failed captures are listed, not loaded."""
     record = json.loads(Path(path).read_text())
     captures, problems = [], []
     for raw in record["captures"]:
@@ -780,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m tools.inductor_import", description=main.__doc__)
-    parser.add_argument("capture", help="a file written by bench/kernelbench/capture_inductor.py")
+    parser.add_argument("capture", help="a file written by python -m tools.inductor_capture")
     parser.add_argument("--out", required=True, help="where to write the candidate module")
     parser.add_argument("--portable-math", action="store_true", help="no libdevice (the Triton interpreter)")
     args = parser.parse_args(argv)

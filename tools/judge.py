@@ -39,7 +39,7 @@ from tools.compare import check_described, compare, same_bits, sample_positions,
 from tools.references import Entry, ReferenceCache, TaskFailure
 from tools.results import merge_launch_resources
 from tools.task import bytes_moved, load_task
-from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, flush_l2, poison_value
+from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, flush_l2, poison_value, time_fn
 from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -790,6 +790,38 @@ class Judge:
         torch.cuda.synchronize()
         return (time.perf_counter() - t0) / k * 1e6
 
+    def anchors(self, request: dict[str, Any], say: Any) -> None:
+        """The reference in eager and under a fresh static torch.compile at each timed shape, timed as
+        candidates are (CUDA-graph replay after a clean flush) on this GPU: what a task without a baseline
+        kernel is measured against. Each output is checked first; a failure is reported, not timed."""
+        rows = []
+        for shape, dtype in self.task.workload("cuda"):
+            entry = self.entry(shape, dtype, 0, "timing")
+            row: dict[str, Any] = {"shape": shape, "dtype": dtype}
+            for label, fn in (("eager", self.task.reference), ("compile", None)):
+                row[label] = self._anchor(fn, entry)
+            rows.append(row)
+        say({"id": request["id"], "anchors": rows, "done": True})
+
+    def _anchor(self, fn: Any, entry: Entry) -> dict[str, Any]:
+        inputs = tuple(t.to("cuda").clone() for t in entry.inputs)
+        try:
+            if fn is None:  # compiled afresh for this shape alone (dynamic=False): what a user would pick
+                torch._dynamo.reset()
+                fn = torch.compile(self.task.reference, dynamic=False)
+            with torch.no_grad():
+                got = fn(*inputs)
+                got = tuple(got) if isinstance(got, tuple | list) else (got,)
+                rtol, atol = self.task.tolerance(entry.dtype)
+                for g, e in zip(got, entry.expected, strict=True):
+                    found = compare(g, e, rtol, atol, self.task.row_scaled)
+                    if found is not None:
+                        return {"error": f"{found[0]} against the reference: {found[1].get('what')}"}
+                timed = time_fn(lambda: fn(*inputs), self.settings.timing)
+        except Exception as exc:  # a finding, not hidden: torch.compile may fail on a reference
+            return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {"median_us": timed.median_us, "spread": timed.spread, "method": timed.method}
+
     def retime(self, request: dict[str, Any], say: Any) -> None:
         results = Retime(self, request["jobs"]).run()
         say({"id": request["id"], "results": {str(k): v for k, v in results.items()}, "done": True})
@@ -987,6 +1019,8 @@ def serve() -> None:
                 judge.evaluate(request, say)
             elif request.get("op") == "retime" and judge.device == "cuda":
                 judge.retime(request, say)
+            elif request.get("op") == "anchors" and judge.device == "cuda":
+                judge.anchors(request, say)
             else:
                 say({"id": request.get("id"), "error": f"unknown request {request.get('op')!r}"})
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -37,6 +38,9 @@ _SHAPE_OF: dict[tuple, dict[str, int]] = {}
 _SKELETONS: dict[tuple, torch.nn.Module] = {}
 _WEIGHTS: dict[tuple, dict[str, torch.Tensor]] = {}  # the last shape's CPU weights (drawing them is slow)
 _PROBLEM: list[ModuleType] = []
+# The problem's sizes are module globals and its inputs are drawn from the global RNG: one shape at a time
+# (the judge makes a run's input sets in several threads at once).
+_ONE_AT_A_TIME = threading.RLock()
 
 
 class ProblemChanged(RuntimeError):
@@ -106,19 +110,25 @@ def make_inputs(
     """The forward's tensors (get_inputs under ``seed``, on ``device``), then the Model's parameters and
     buffers (drawn under the task's fixed model seed on the CPU, then moved), floating ones in ``dtype``."""
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    problem = _problem()
-    sizes = _accepted(problem, shape)
-    set_sizes(problem, sizes)
-    items = forward_items(problem, device, seed)
-    tensors = [cast(t, dtype, device) for t in _forward_tensors(items, shape)]
-    state = _weights(problem, sizes)
-    tensors += [cast(state[name], dtype, device) for name in SPEC["state"]]
-    _SHAPE_OF[_signature(tensors)] = {d: sizes[d] for d in SPEC["dims"]} or dict(SPEC["shapes"][0])
+    with _ONE_AT_A_TIME:
+        problem = _problem()
+        sizes = _accepted(problem, shape)
+        set_sizes(problem, sizes)
+        items = forward_items(problem, device, seed)
+        tensors = [cast(t, dtype, device) for t in _forward_tensors(items, shape)]
+        state = _weights(problem, sizes)
+        tensors += [cast(state[name], dtype, device) for name in SPEC["state"]]
+        _SHAPE_OF[_signature(tensors)] = {d: sizes[d] for d in SPEC["dims"]} or dict(SPEC["shapes"][0])
     return tuple(tensors)
 
 
 def reference(*inputs: torch.Tensor) -> Any:
     """The Model's forward on these inputs (its weights among them); its output as the Model returns it."""
+    with _ONE_AT_A_TIME:
+        return _reference(inputs)
+
+
+def _reference(inputs: tuple[torch.Tensor, ...]) -> Any:
     model = _skeleton_for(inputs)
     n = sum(1 for kind in SPEC["forward"] if kind == "tensor")
     tensors = iter(inputs[:n])

@@ -191,6 +191,11 @@ class Task:
         return self.spec.baseline is not None
 
     @property
+    def first_kernel_notes(self) -> list[str]:
+        """What tools.first_kernel says of a baseline it made from torch.compile's code (else empty)."""
+        return list(self.spec.settings.get("first_kernel", {}).get("notes", []))
+
+    @property
     def module_names(self) -> list[str]:
         return [m for m in (self.spec.baseline, *self.spec.variants) if m is not None]
 

@@ -3,7 +3,7 @@
 # that each fit a 10-minute command.
 # Usage (repo root, on the GPU box): bash bench/kernelbench/capture_session.sh OUT [parts...]
 # parts: capture-GROUP   import the group's problems into OUT/tasks, capture every listed shape and the
-#                        general kernels into OUT/inductor (bench/kernelbench/capture_inductor.py)
+#                        general kernels into OUT/inductor (python -m tools.inductor_capture)
 #        eval-GROUP      convert each capture (python -m tools.inductor_import) and run the candidate
 #                        through the evaluator on cuda at torch.compile's own config: OUT/eval/NAME.json
 # GROUP: a (01-07), b (08-14), c (17-20), gemm (15-16: matmuls, captured with Triton GEMM templates).
@@ -33,7 +33,7 @@ for part in $PARTS; do
   case $part in
     capture-*)
       python3 -m tools.kernelbench $problems --out "$OUT/tasks" >> "$OUT/import.log" 2>&1
-      timeout 570 python3 bench/kernelbench/capture_inductor.py $(for n in $names; do echo "$OUT/tasks/$n"; done) \
+      timeout 570 python3 -m tools.inductor_capture $(for n in $names; do echo "$OUT/tasks/$n"; done) \
         --out "$OUT/inductor" --shapes all 2>&1 | tee -a "$OUT/capture.log" | grep -v Warning | tail -40 ;;
     eval-*)
       for n in $names; do

@@ -1,6 +1,6 @@
 """Capture Inductor's Triton for imported tasks: the fixtures tools.inductor_import converts.
 
-    python bench/kernelbench/capture_inductor.py TASK_DIR... --out tests/fixtures/inductor
+    python -m tools.inductor_capture TASK_DIR... --out tests/fixtures/inductor
         [--device cuda] [--shapes timed|all|own|cpu] [--gemm auto|default|triton-gemm|...] [--codegen-only]
 
 Per task, per shape (default ``timed``: the shapes a GPU run times, so each runs exactly torch.compile's
@@ -40,12 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+import torch
 
-import torch  # noqa: E402
-
-from tools.task import Task, load_task, torch_dtype  # noqa: E402
+from tools.task import Task, load_task, torch_dtype
 
 PLACEHOLDER = re.compile(r"^L\['inputs'\]\[(\d+)\]$")
 TRITON_GEMM = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
