@@ -1,4 +1,4 @@
-"""A candidate: a module's source text plus one config (DESIGN.md section 2)."""
+"""A candidate: a module's source text plus one config (docs/CONTRACTS.md, "The candidate module")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""EvalResult: the evaluator's verdict on one candidate (DESIGN.md section 3)."""
+"""EvalResult: the evaluator's verdict on one candidate (docs/CONTRACTS.md, "EvalResult")."""
 
 from __future__ import annotations
 
