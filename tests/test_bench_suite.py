@@ -202,15 +202,18 @@ def wall_clock(fn) -> dict:
 CPU = Clocks("cpu", copy_gbps=COPY, time=wall_clock, same_size_us=lambda moved: None)
 
 
-def test_each_shape_gets_its_own_static_compile_and_the_dynamic_column_one_compile_for_all(monkeypatch):
+def test_each_shape_gets_its_own_static_compile_and_the_dynamic_column_one_compile_for_all():
     """Compiled once and called on every shape, Inductor recompiles with dynamic shapes at the second
     shape (the "torch.compile dynamic" column); the static column is a fresh dynamic=False compile per shape,
     one graph each, and no shape is left to eager by Dynamo's recompile limit (8 a function; 2 here, so
     that three shapes would pass it). Real torch.compile (Inductor's C++ backend), counted by Dynamo."""
     from torch._dynamo.utils import counters
 
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    with torch._dynamo.config.patch(recompile_limit=2):  # patched and restored by Dynamo itself
+        _one_static_compile_per_shape(counters)
 
+
+def _one_static_compile_per_shape(counters) -> None:
     task = load_task(REPO / "tasks" / "add_rmsnorm")
     workload = [
         ({"M": 4, "N": 256}, "bfloat16"),
