@@ -34,10 +34,11 @@ AT_RUN_TIME = {
     "write_past_output": ("out_of_bounds_write", "past the end of the tensor it allocated"),
     "write_past_input": ("out_of_bounds_write", "past the end of input 0"),
     "forge_reply": ("forbidden_construct", "channel"),
+    "flood_channel": ("crash", "flooded the judge's channel"),
 }
 # statically refused before anything runs (the rest of the probes have their run-time verdict above)
 STATIC = {"capture_cheat": "is_current_stream_capturing", "steal_frames": "sys",
-          "steal_heap": "sys", "steal_globals": "__globals__", "forge_reply": "os"}  # fmt: skip
+          "steal_heap": "sys", "steal_globals": "__globals__", "forge_reply": "os", "flood_channel": "os"}  # fmt: skip
 
 
 def _run(names: list[str], static: bool) -> dict:
@@ -114,3 +115,27 @@ def test_a_module_global_replaced_by_any_path_is_named(monkeypatch):
     monkeypatch.setitem(vars(torch.cuda), "synchronize", lambda *a, **k: None)
     monkeypatch.setitem(vars(torch), "_ka_probe_cache", 1)  # a new name: a cache, not a patch
     assert lockdown.changed_modules(before) == ["torch.cuda.synchronize"]
+
+
+def test_a_judge_that_dies_is_started_again_and_no_candidate_is_lost(tmp_path):
+    """The judge killed in the middle of a batch: it is started again (its references made again) and the
+    candidates it had not answered are sent once more; every one gets its verdict."""
+    import os
+    import signal
+    import threading
+
+    task = load_task(TASKS / "axpy")
+    batch = [Candidate(source=GOOD, config={"BLOCK": b, "num_warps": w}) for b in (64, 128, 256) for w in (1, 2)]
+    arrived: list[int] = []
+    with Evaluator(task, "cpu", EvalSettings(parallel=1, workdir=str(tmp_path))) as evaluator:
+
+        def kill_the_judge_after_the_first_result() -> None:
+            while not arrived:
+                threading.Event().wait(0.05)
+            os.kill(evaluator.judge.proc.pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_the_judge_after_the_first_result, daemon=True).start()
+        results = evaluator.evaluate_many(batch, on_result=lambda i, r: arrived.append(i))
+        restarts = evaluator.judge.restarts
+    assert restarts == 1
+    assert len(results) == len(batch) and all(r.passed for r in results), [r.message for r in results]
