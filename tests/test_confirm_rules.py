@@ -3,7 +3,8 @@ or whose events disagree with the judge's own wall clock, is not a win."""
 
 from __future__ import annotations
 
-from tools.judge import JudgeSettings, confirm_problem
+from tools.judge_settings import JudgeSettings
+from tools.timed import confirm_problem
 
 SHAPE = {"M": 4096, "N": 4096}
 

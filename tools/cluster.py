@@ -163,62 +163,16 @@ class DaskBackend:
                               "the run is checkpointed") from None  # fmt: skip
 
     def _evaluate(self, jobs: list[dict[str, Any]], finished: Callable[[int, dict[str, Any]], None]) -> None:
-        pending = {job["key"]: job for job in jobs}
-        tries: dict[int, int] = {job["key"]: 0 for job in jobs}
-        queue_name = f"ka-results-{uuid.uuid4().hex}"
-        from distributed import Queue
-
-        results = Queue(queue_name, client=self.client)
-        in_flight: dict[Any, list[int]] = {}
-        waiting = list(pending)
-
-        def submit() -> None:
-            cap = math.ceil(1.5 * self.gpus())
-            while waiting and len(in_flight) < cap:
-                keys, waiting[:] = waiting[:CHUNK], waiting[CHUNK:]
-                chunk = [pending[k] for k in keys]
-                future = self.client.submit(
-                    run_chunk, self.files, self.task_key, self.device, self.settings, self.hidden_shapes, chunk,
-                    queue_name, resources={"GPU": 1}, pure=False, retries=0,
-                )  # fmt: skip
-                in_flight[future] = keys
-
-        def drain() -> None:
-            while True:
-                try:
-                    item = results.get(timeout=0.01)
-                except Exception:
-                    return
-                key, raw = item["key"], item["result"]
-                if key in pending:
-                    del pending[key]
-                    self.seen[raw.get("worker", "?")] = {"worker": raw.get("worker"), "device": raw.get("device"),
-                                                         "copy_gbps": raw.get("metrics", {}).get("copy_gbps")}  # fmt: skip
-                    finished(key, raw)
-
-        submit()
-        while in_flight:
+        batch = _Batch(self, jobs, finished)
+        batch.submit()
+        while batch.in_flight:
             self._alive()
-            done = [f for f in in_flight if f.done()]
-            drain()
-            for future in done:
-                keys = in_flight.pop(future)
-                lost = future.status != "finished"
-                drain()
-                for key in keys:
-                    if key not in pending:
-                        continue
-                    tries[key] += 1
-                    if lost and tries[key] < 2:
-                        waiting.append(key)
-                    else:
-                        why = _failure_text(future) if lost else "its worker returned without a result for it"
-                        del pending[key]
-                        finished(key, {"verdict": "fail", "stage": "correctness", "error_type": "worker_lost",
-                                       "message": f"the candidate's worker was lost twice: {why}"})  # fmt: skip
-            submit()
+            for future in [f for f in batch.in_flight if f.done()]:
+                batch.settle(future)
+            batch.drain()
+            batch.submit()
             time.sleep(0.05)
-        drain()
+        batch.drain()
 
     def retime(self, jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Every candidate re-timed on one GPU, side by side (the watchdog compares them)."""
@@ -266,6 +220,61 @@ class DaskBackend:
             client.close()
         if self.local is not None:
             self.local.close()
+
+
+class _Batch:
+    """One evaluate call on the cluster: chunks in flight, results as they arrive, a lost chunk's
+    unfinished candidates sent once more."""
+
+    def __init__(self, backend: DaskBackend, jobs: list[dict[str, Any]], finished: Callable[[int, dict[str, Any]], None]):
+        from distributed import Queue
+
+        self.backend, self.finished = backend, finished
+        self.pending = {job["key"]: job for job in jobs}
+        self.tries = {job["key"]: 0 for job in jobs}
+        self.waiting = list(self.pending)
+        self.in_flight: dict[Any, list[int]] = {}
+        self.queue_name = f"ka-results-{uuid.uuid4().hex}"
+        self.results = Queue(self.queue_name, client=backend.client)
+
+    def submit(self) -> None:
+        b = self.backend
+        cap = math.ceil(1.5 * b.gpus())
+        while self.waiting and len(self.in_flight) < cap:
+            keys, self.waiting = self.waiting[:CHUNK], self.waiting[CHUNK:]
+            chunk = [self.pending[k] for k in keys]
+            future = b.client.submit(run_chunk, b.files, b.task_key, b.device, b.settings, b.hidden_shapes, chunk,
+                                     self.queue_name, resources={"GPU": 1}, pure=False, retries=0)  # fmt: skip
+            self.in_flight[future] = keys
+
+    def drain(self) -> None:
+        while True:
+            try:
+                item = self.results.get(timeout=0.01)
+            except Exception:  # the queue is empty (a timeout)
+                return
+            key, raw = item["key"], item["result"]
+            if key in self.pending:
+                del self.pending[key]
+                self.backend.seen[raw.get("worker", "?")] = {"worker": raw.get("worker"), "device": raw.get("device"),
+                                                             "copy_gbps": raw.get("metrics", {}).get("copy_gbps")}  # fmt: skip
+                self.finished(key, raw)
+
+    def settle(self, future: Any) -> None:
+        """A chunk ended: what it left unfinished goes back to the queue once, or fails."""
+        keys = self.in_flight.pop(future)
+        lost = future.status != "finished"
+        self.drain()
+        for key in [k for k in keys if k in self.pending]:
+            self.tries[key] += 1
+            if lost and self.tries[key] < 2:
+                self.waiting.append(key)
+                continue
+            why = (f"its worker was lost twice ({_failure_text(future)})" if lost
+                   else "its worker finished the chunk without a result for it")  # fmt: skip
+            del self.pending[key]
+            self.finished(key, {"verdict": "fail", "stage": "correctness", "error_type": "worker_lost",
+                                "message": f"no verdict from the cluster: {why}"})  # fmt: skip
 
 
 def _failure_text(future: Any) -> str:

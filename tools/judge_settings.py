@@ -1,0 +1,73 @@
+"""The judge's settings and the verdict it states (shared by the judge's modules)."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tools.timing import TimingSettings
+
+FRESH_SEED = 1000  # fresh values written into the same buffers: seed + 1000
+SAMPLES_PER_OUTPUT = 256  # positions checked in the output of every timed replay
+TASK_ERROR = {"task_error": True}
+
+
+@dataclass
+class JudgeSettings:
+    seeds: int = 3
+    check_timeout_s: float = 240.0
+    timing_timeout_s: float = 300.0
+    parallel: int = 2
+    max_open_files: int = 4096
+    cpu_address_space_bytes: int = 12 << 30
+    file_bytes: int = 1 << 30
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    references_share: float = 0.3  # of the device's memory, for the input sets and expected outputs
+    # The re-measure of a win: the judge's wall clock over K replays against the worker's own events.
+    confirm_wall_ms: float = 100.0
+    confirm_band: float = 0.15
+    confirm_band_us: float = 3.0
+    confirm_content_ratio: float = 1.25  # rotating inputs this much slower than repeated ones: a cache
+
+
+class Verdict(Exception):
+    """A candidate's failure, as the judge states it."""
+
+    def __init__(self, stage: str, error_type: str, message: str, log: str = "", details: dict | None = None):
+        super().__init__(message)
+        self.fields = {"verdict": "fail", "stage": stage, "error_type": error_type, "message": message,
+                       "log": log[-20000:], "details": details or {}}  # fmt: skip
+
+
+def device_info(device: str) -> dict[str, Any]:
+    import triton
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu (Triton interpreter)"
+    return {"name": name, "triton": triton.__version__, "torch": torch.__version__.split("+")[0],
+            "interpreted": device != "cuda"}  # fmt: skip
+
+
+def device_limits(device: str) -> dict[str, int]:
+    limits = {"registers_per_sm": 65536, "shared_bytes_per_block": 232448, "sm_count": 132}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        limits["sm_count"] = props.multi_processor_count
+        limits["registers_per_sm"] = getattr(props, "regs_per_multiprocessor", 65536)
+        limits["shared_bytes_per_block"] = getattr(props, "shared_memory_per_block_optin", 232448)
+    return limits
+
+
+def _died(returncode: int | None, stage: str, log: str) -> Verdict:
+    if returncode == -signal.SIGXCPU:
+        return Verdict(stage, "timeout", "the worker used up its CPU-time limit (SIGXCPU): the candidate computes on the host", log)
+    if returncode == -signal.SIGXFSZ:
+        return Verdict(stage, "crash", "the worker wrote a file over its size limit (SIGXFSZ): it flooded its output", log)
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        return Verdict(stage, "crash", f"the worker died with {name} (e.g. an out-of-bounds access)", log)
+    return Verdict(stage, "crash", f"the worker exited with status {returncode} without a result", log)
+
+

@@ -1,0 +1,192 @@
+"""One candidate's worker, from the judge's side: started through the zygote, spoken to over its channel,
+handed inputs in its arena and read back from it; whatever it says about itself is a claim."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tools import sandbox, staging
+from tools.channel import ChannelError, JudgeEnd
+from tools.compare import check_described
+from tools.judge_settings import Verdict, _died
+from tools.references import Entry
+from tools.zygote import Zygote
+
+if TYPE_CHECKING:
+    from tools.judge import Judge
+
+
+class Session:
+    def __init__(self, judge: Judge, job: dict[str, Any]):
+        self.judge, self.job = judge, job
+        self.scratch = Path(job["scratch"])
+        self.arena: staging.Arena | None = None
+        self.channel: JudgeEnd | None = None
+        self.pid: int | None = None
+        self.deadline = 0.0
+        self.stage = "compile"
+        self.resources: dict[str, Any] = {}
+        self.seconds: dict[str, float] = {}
+
+    # -- the worker -----------------------------------------------------------------------------
+    def open(self, budget_s: float) -> None:
+        started = time.perf_counter()
+        self.deadline = time.monotonic() + budget_s
+        judge = self.judge
+        env = {"TRITON_CACHE_DIR": self.job["triton_cache"], "TMPDIR": str(self.scratch / "tmp")}
+        (self.scratch / "tmp").mkdir(parents=True, exist_ok=True)
+        self.channel = JudgeEnd(self.scratch / "channel")
+        argv = ["session", str(self.scratch / "channel")]
+        failed: Zygote | None = None
+        for attempt in range(2):  # a zygote that died is replaced once: the candidate is not lost with it
+            zygote = judge.zygote(replacing=failed)
+            try:
+                self.pid = zygote.spawn(argv, self.scratch, env, judge.worker_limits())
+                break
+            except RuntimeError as exc:
+                failed = zygote
+                if attempt:
+                    raise Verdict("compile", "crash", f"the worker could not be started: {exc}") from None
+        try:
+            self.channel.connect(self._left(), alive=lambda: judge.zygote().running(self.pid))
+        except ChannelError as exc:
+            raise self._channel_failure(exc) from None
+        self.arena = judge.arenas().acquire()
+        hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
+                 "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"]}  # fmt: skip
+        self.ask("hello", **hello)
+        self.seconds["startup"] = time.perf_counter() - started
+
+    def _left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def ask(self, op: str, **fields: Any) -> dict[str, Any]:
+        assert self.channel is not None
+        if self.judge.device == "cuda":
+            # What this process wrote into the arena (inputs, guard bands) must have landed before the worker,
+            # another CUDA context, reads it: nothing orders our stream with its.
+            torch.cuda.current_stream().synchronize()
+        try:
+            reply = self.channel.ask(op, self._left(), **fields)
+        except ChannelError as exc:
+            raise self._channel_failure(exc) from None
+        if "failure" in reply:
+            f = reply["failure"]
+            raise Verdict(f.get("stage", self.stage), f.get("error_type", "runtime_error"), f.get("message", ""),
+                          f.get("log", ""), f.get("details") or {})  # fmt: skip
+        return reply
+
+    def _channel_failure(self, exc: ChannelError) -> Verdict:
+        zygote = self.judge.zygote()
+        if exc.kind == "timeout":
+            self.kill()
+            timing = self.stage == "timing"
+            limit = self.judge.settings.timing_timeout_s if timing else self.judge.settings.check_timeout_s
+            what = "timing did not finish" if timing else "the candidate did not finish"
+            return Verdict("timing" if timing else "correctness", "timeout",
+                           f"{what} within {limit:.0f} s (hang or runaway loop); its worker was killed")  # fmt: skip
+        if exc.kind == "closed" and self.pid is not None:
+            code = zygote.wait(self.pid, 30)
+            self.pid = None
+            return _died(code, self.stage, self._log())
+        self.kill()
+        if exc.kind == "flood":
+            return Verdict(self.stage, "crash", f"the worker flooded the judge's channel: {exc}")
+        return Verdict(self.stage, "forbidden_construct", f"the worker wrote into the judge's channel out of turn: {exc}")
+
+    def _log(self) -> str:
+        path = self.scratch / "worker.log"
+        return path.read_bytes()[-20000:].decode(errors="replace") if path.exists() else ""
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            sandbox.kill_group(self.pid)
+            self.judge.zygote().wait(self.pid, 30)
+            self.pid = None
+
+    def close(self) -> str:
+        """End the worker; "" when it ended as asked, else why its word cannot be trusted."""
+        problem = ""
+        if self.pid is not None and self.channel is not None:
+            try:
+                self.channel.ask("bye", min(10.0, max(self._left(), 5.0)))
+                if self.channel.leftover():
+                    problem = "the worker wrote more replies than it was asked for (someone else wrote into its channel)"
+            except ChannelError as exc:
+                problem = f"the worker did not end cleanly: {exc}"
+            if not problem:  # its verdict is made; its exit (a CUDA context's teardown) is waited for elsewhere
+                pid, zygote = self.pid, self.judge.zygote()
+                threading.Thread(target=zygote.wait, args=(pid, 30), daemon=True).start()
+                self.pid = None
+        self.kill()
+        if self.channel is not None:
+            self.channel.close()
+        self._let_go()
+        return problem
+
+    def _let_go(self) -> None:
+        if self.arena is not None:
+            self.judge.arenas().release(self.arena)
+            self.arena = None
+
+    def park(self) -> None:
+        """While it waits to be timed the worker maps no arena (it runs nothing meanwhile)."""
+        self.ask("unmap")
+        self._let_go()
+
+    def unpark(self) -> None:
+        self.arena = self.judge.arenas().acquire()
+        self.ask("map", arena=self.arena.descriptor())
+
+    # -- one call of launch() -----------------------------------------------------------------
+    def load(self, inputs: tuple[torch.Tensor, ...]) -> list[staging.Spec]:
+        assert self.arena is not None
+        layout = self.judge.layout()
+        specs = layout.input_specs(inputs)
+        for spec, t in zip(specs, inputs, strict=True):
+            staging.view(self.arena.buffer, spec).copy_(t)
+        self.arena.fill_guards(layout.guards(specs))
+        return specs
+
+    def places(self, expected: tuple[torch.Tensor, ...]) -> list[dict] | None:
+        places = self.judge.layout().output_specs([(tuple(e.shape), staging.dtype_name(e.dtype)) for e in expected])
+        return None if places is None else [p.to_json() for p in places]
+
+    def call(self, entry: Entry, stage: str, shape: dict, poison: Any = "nan") -> tuple[tuple[torch.Tensor, ...], dict]:
+        """Hand ``entry``'s inputs over, call launch() once, read the outputs back: (outputs, reply). The
+        compile call only compiles: its outputs are not read (the checks that follow judge them)."""
+        assert self.arena is not None
+        specs = self.load(entry.inputs)
+        places = self.places(entry.expected)
+        reply = self.ask("call", inputs=[s.to_json() for s in specs], places=places, poison=poison, stage=stage,
+                         shape=shape)  # fmt: skip
+        if stage == "compile":
+            return (), reply
+        self.guards_intact(specs, stage)
+        structural = check_described(reply["outputs"], entry.expected, self.judge.device)
+        if structural is not None:
+            raise Verdict(stage, structural.error_type, structural.message, details=structural.details)
+        if not reply["copied"] or places is None:
+            raise Verdict(stage, "runtime_error", "the outputs could not be handed back to the judge")
+        got = tuple(staging.view(self.arena.buffer, staging.Spec.from_json(p)).clone() for p in places)
+        return got, reply
+
+    def guards_intact(self, specs: list[staging.Spec], stage: str) -> None:
+        assert self.arena is not None
+        broken = self.arena.broken_guard(self.judge.layout().guards(specs))
+        if broken is not None:
+            i, offset = broken
+            raise Verdict(stage, "out_of_bounds_write", f"launch() wrote byte {offset} past the end of input {i}",
+                          details={"input": i, "offset": offset})  # fmt: skip
+
+    def inputs_now(self, entry: Entry) -> tuple[torch.Tensor, ...]:
+        assert self.arena is not None
+        specs = self.judge.layout().input_specs(entry.inputs)
+        return tuple(staging.view(self.arena.buffer, s) for s in specs)
+
+
