@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from test_judge_probes import AT_RUN_TIME
 
 from tools.candidate import Candidate
 from tools.evaluate import EvalSettings, Evaluator
@@ -25,21 +26,11 @@ TASKS = HERE / "fixtures" / "tasks"
 GOOD = (HERE / "fixtures" / "candidates" / "good.py").read_text()
 CONFIG = {"BLOCK": 128, "num_warps": 4}
 
+# as on CPU, but a kernel that changes under capture or by call count is caught in a timed replay
 ON_THE_GPU = {
-    "patch_compare": ("forbidden_construct", "setting Tensor"),
-    "patch_module": ("forbidden_construct", "setting torch.isnan"),
-    "patch_timer": ("forbidden_construct", "setting Event.elapsed_time"),
-    "steal_frames": ("forbidden_construct", "sys._getframe()"),
-    "steal_heap": ("forbidden_construct", "gc.get_objects()"),
-    "steal_globals": ("forbidden_construct", "__globals__"),
+    **AT_RUN_TIME,
     "capture_cheat": ("unwritten_output", "timed replay"),
     "count_cheat": ("unwritten_output", "timed replay"),
-    "content_cache": ("stale_output", "kept 2 tensor(s)"),
-    "address_cache": ("forbidden_construct", "tensor at module level"),
-    "super_batch": ("stale_output", "kept 1 tensor(s)"),
-    "write_past_output": ("out_of_bounds_write", "past the end of the tensor it allocated"),
-    "write_past_input": ("out_of_bounds_write", "past the end of input 0"),
-    "forge_reply": ("forbidden_construct", "channel"),
 }
 
 

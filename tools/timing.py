@@ -61,11 +61,8 @@ def flush_l2() -> None:
     torch.sum(buffer, dim=0, out=sink)
 
 
-def bench_ms(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
-    """Median milliseconds of ``fn``, each run after ``flush_l2`` and timed by CUDA events.
-
-    do_bench's schedule: five flushed runs estimate the time, then about ``warmup_ms`` of warm-up runs
-    and ``rep_ms`` of timed runs."""
+def _schedule(fn: Callable[[], object], warmup_ms: float, rep_ms: float, max_reps: int | None = None) -> tuple[int, int]:
+    """do_bench's schedule: five flushed runs estimate the time; (warm-up runs, timed runs) from it."""
     fn()
     flush_l2()  # allocates the flush buffer on first use, outside the estimate below
     torch.cuda.synchronize()
@@ -77,8 +74,16 @@ def bench_ms(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float
     end.record()
     torch.cuda.synchronize()
     estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
-    n_warmup = max(1, int(warmup_ms / estimate_ms))
     n_repeat = max(1, int(rep_ms / estimate_ms))
+    return max(1, int(warmup_ms / estimate_ms)), min(n_repeat, max_reps) if max_reps else n_repeat
+
+
+def bench_ms(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> float:
+    """Median milliseconds of ``fn``, each run after ``flush_l2`` and timed by CUDA events.
+
+    do_bench's schedule: five flushed runs estimate the time, then about ``warmup_ms`` of warm-up runs
+    and ``rep_ms`` of timed runs."""
+    n_warmup, n_repeat = _schedule(fn, warmup_ms, rep_ms)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     for _ in range(n_warmup):
@@ -205,19 +210,7 @@ def checked_bench_ms(
             picked = out.reshape(-1)[where] if isinstance(where, torch.Tensor) else out[where]
             row[j, 1 : 1 + picked.numel()] = picked.to(torch.float64).reshape(-1)
 
-    fn()
-    flush_l2()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush_l2()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
-    n_warmup = max(1, int(warmup_ms / estimate_ms))
-    n_repeat = max(1, min(max_reps, int(rep_ms / estimate_ms)))
+    n_warmup, n_repeat = _schedule(fn, warmup_ms, rep_ms, max_reps)
     log = torch.zeros((n_repeat, len(poisons), width), dtype=torch.float64, device="cuda")
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
