@@ -12,6 +12,8 @@
 #                                              from .whl/: bench/anchors_session.sh installs it)
 #         throughput-ab                        the same 24 configs under several PARALLEL/WARMUP/REP settings
 #         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
+#         judge-tests                          every probe on the GPU, the re-measure against the judge's clock (tests/test_judge_gpu.py)
+#         throughput-scale-shift               24 configs of tests/fixtures/tasks/scale_shift_cpu_gen (CPU-generator inputs, 352 M elements)
 #         llm-transcript                       the scripted LLM add_rmsnorm transcript on the GPU (tests/test_llm_gpu.py)
 #         profiles-tests                       known-bottleneck kernels profiled and classified (tests/test_profiles_gpu.py)
 #   TASK: add_rmsnorm softmax gqa_decode. Suite parts accumulate into OUT/suite (suite.json, suite.md, roofline.png).
@@ -29,6 +31,9 @@ for part in $PARTS; do
   case $part in
     evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/evaluator-tests.log" | tail -15 ;;
     hardening-tests) timeout 200 python3 -m pytest tests/test_hardening_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/hardening-tests.log" | tail -15 ;;
+    judge-tests) KA_RECORD_DIR="$OUT" timeout 300 python3 -m pytest tests/test_judge_gpu.py -m gpu -s -q -p no:cacheprovider 2>&1 | tee "$OUT/judge-tests.log" | tail -15 ;;
+    throughput-scale-shift) timeout 240 python3 bench/evaluator_bench.py --out "$OUT/throughput-scale-shift" --tasks "" --throughput 24 \
+                              --throughput-task tests/fixtures/tasks/scale_shift_cpu_gen 2>&1 | tail -30 ;;
     llm-transcript) timeout 300 python3 -m pytest tests/test_llm_gpu.py -m gpu -q -s -p no:cacheprovider 2>&1 | tee "$OUT/llm-transcript.log" | tail -20
                     cp tests/fixtures/transcripts/*.measured.json "$OUT/" 2>/dev/null ;;
     profiles-tests) timeout 200 python3 -m pytest tests/test_profiles_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/profiles-tests.log" | tail -15 ;;
