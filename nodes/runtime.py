@@ -37,6 +37,8 @@ class RunContext:
     run_dir: str | None = None
     """Where this process finds the run folder (the CLI passes the folder it opened, so a folder that
     was moved resumes where it is now); None: the state's ``run_dir``."""
+    unattended: bool = False
+    """Never ask: the unattended policy (loop/unattended.py) answers every pause."""
 
 
 def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
@@ -45,7 +47,10 @@ def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
 
 
 def folder_of(state: RunState, context: RunContext) -> RunFolder:
-    return RunFolder(context.run_dir or state.run_dir)
+    root = context.run_dir or state.run_dir
+    if not root:
+        raise ValueError("the run folder is unknown: pass RunContext(run_dir=...) (graph.run does)")
+    return RunFolder(root)
 
 
 # -- the task --------------------------------------------------------------------------------------
