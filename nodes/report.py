@@ -427,7 +427,8 @@ def report(state: RunState, step: Step) -> Update:
         index_run(step.folder.root)
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index
         step.audit(f"run not indexed: {exc}")
-    return {"stop": stop, "memory": memory}
+    # A stop set on the way in (graph.run's stop of a run stopped mid-step) arrives in this very step.
+    return {"memory": memory} if state.stop else {"stop": stop, "memory": memory}
 
 
 def remember_run(step: Step) -> dict[str, Any]:
