@@ -210,6 +210,9 @@ def drive(
         f"\n[bold]{report['status']}[/bold]: {report['reason']}; best {report['best']['geomean_us']:.2f} us "
         f"({speed}). Report: {run_dir}/report.md"
     )
+    answered = [p for p in report.get("pauses", []) if p["by"] == "policy"]
+    if answered:
+        console.print(f"{len(answered)} pause(s) answered by the unattended policy (listed in the report)")
     if report.get("note"):
         console.print(report["note"])
     return EXIT_DONE

@@ -5,6 +5,7 @@ answer, a copied run folder resumes as itself, and --unattended never asks."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import shutil
 import subprocess
@@ -154,3 +155,18 @@ def test_unattended_never_asks_and_exits_0_with_every_pause_in_the_report(tmp_pa
     assert report["status"] == "budget_exhausted" and report["rounds"] == 3
     assert [(p["round"], p["by"]) for p in report["pauses"]] == [(1, "policy"), (2, "policy")]
     assert all(p["answer"].startswith("continue (unattended: ") for p in report["pauses"])
+
+
+def test_the_main_job_runs_without_the_memory_extra_and_says_memory_is_off(tmp_path):
+    """scripts/setup.sh installs no chromadb (the test command adds it): the run says memory is off."""
+    shadow = tmp_path / "shadow" / "chromadb"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow"), "KERNEL_AGENT_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-m", "graph.run", str(AXPY), "--device", "cpu", "--rounds", "1", "--non-interactive",
+           "--run-dir", str(tmp_path / "run"), "--set", "budget.candidates_per_round=1"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "memory off: chromadb cannot be imported" in done.stdout
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["memory"]["enabled"] is False and report["status"] == "budget_exhausted"
