@@ -5,8 +5,8 @@ answer, a copied run folder resumes as itself, and --unattended never asks."""
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import shutil
 import subprocess
 import sys

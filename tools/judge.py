@@ -387,8 +387,8 @@ class Checks:
         for shape, dtype in self.task.workload("cpu"):
             entry = self.judge.entry(shape, dtype, 0, "correctness")
             samples = []
-            # Five calls, so a loaded CPU shows in the spread (median/min, which one stray call does not
-            # move): with three, configs the interpreter runs alike timed 3.8 to 14 ms, unflagged.
+            # Five calls, so load that comes and goes while they run shows in the spread (median/min,
+            # which one stray call does not move). Load that lasts a whole candidate does not show here.
             for _ in range(5):
                 out, reply = self.s.call(entry, "correctness", shape)
                 self.values(out, entry, {"shape": shape, "dtype": dtype, "seed": 0})
