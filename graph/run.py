@@ -253,18 +253,18 @@ def resume_interrupted(
     """A run stopped mid-step (killed, not waiting at a question): the trail says so; it resumes at the
     step it was in, or, answered ``stop``, goes straight to its report."""
     at = state.next[0]
-    values = RunState.model_validate(state.values)
-    audit(RunFolder(run_dir), "resume", f"the run was stopped during {at} and resumed (finished steps and "
-          "results are kept)", round=values.rounds_done, key=f"resume at {at} {time.time():.3f}")  # fmt: skip
     action = parsed["action"] if parsed else "continue"
-    if action == "continue":
-        console.print(f"resuming at {at} (finished steps and results are kept)")
-        return
-    if action != "stop":
+    if action not in ("continue", "stop"):
         raise BadInput(
             f"the run was stopped during {at}, not at a question, so it takes no {action!r}: resume it "
             "(no --answer, or --answer continue) and answer its next question, or --answer stop"
         )
+    values = RunState.model_validate(state.values)
+    audit(RunFolder(run_dir), "resume", f"the run was stopped during {at} and resumed (finished steps and "
+          "results are kept)", round=values.rounds_done, key=f"resume at {at} {time.time():.3f}")  # fmt: skip
+    if action == "continue":
+        console.print(f"resuming at {at} (finished steps and results are kept)")
+        return
     why = f"the run was stopped during {at}"
     update = {
         "stop": Stop(status="stopped_by_human", reason=f"the human chose to stop ({why})"),

@@ -94,8 +94,10 @@ def test_stop_ends_a_run_stopped_mid_step_with_a_report(run):
             pass
     with open_graph(run) as app:  # as a kill leaves it: a step to run, no question waiting
         assert app.get_state(THREAD).next == ("evaluate",) and pending_question(app) is None
+    before = digests(run)
     widen = cli("--resume", str(run), "--answer", "widen num_warps=16")
     assert widen.returncode == 2 and "takes no 'widen'" in widen.stdout, widen.stdout
+    assert digests(run) == before
     stopped = cli("--resume", str(run), "--answer", "stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     report = json.loads((run / "report.json").read_text())
@@ -103,9 +105,9 @@ def test_stop_ends_a_run_stopped_mid_step_with_a_report(run):
     assert report["pauses"][-1] == {"round": 1, "why": "the run was stopped during evaluate", "answer": "stop",
                                     "by": "human", "evaluated": 1}  # fmt: skip
     assert len(report["attempts"]) == 2  # the candidate whose evaluation died is not a result
-    assert len(report["resumed"]) == 2  # each resume of a run stopped mid-step is on record
+    assert len(report["resumed"]) == 1  # the resume is on record; the refused answer wrote nothing
     markdown = (run / "report.md").read_text()
-    assert "- stopped mid-step and resumed 2 time(s)" in markdown and "r1 resume: the run was stopped" in markdown
+    assert "- stopped mid-step and resumed 1 time(s)" in markdown and "r1 resume: the run was stopped" in markdown
     assert (run / "kernel.py").is_file()
 
 
