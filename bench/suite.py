@@ -6,9 +6,9 @@ and the anchors a skeptic would pick instead, all timed in one process on two cl
                           [--compile default,max-autotune,dynamic]
 
 Stages, per task:
-- search: ``python -m graph.run tasks/T --device cuda --non-interactive --run-dir OUT/runs/T`` with
-  ``routing.held_to_human=false`` (unattended: candidates held for review stay failures); a run
-  folder that already holds a report is reused, a killed one is resumed.
+- search: ``python -m graph.run tasks/T --device cuda --unattended --run-dir OUT/runs/T`` (the
+  unattended policy answers every pause; candidates held for review stay failures); a run folder
+  that already holds a report is reused, a killed one is resumed.
 - export: the run's winner as a standalone module, OUT/kernels/T.py (dispatch table when it wins).
 - time (bench/suite_time.py): in this process, per shape: that module's ``launch(*inputs)``, the
   baseline with its config, torch eager, torch.compile compiled afresh and static for that shape
@@ -42,28 +42,20 @@ from bench.suite_time import COMPILERS, time_task  # noqa: E402
 TASKS = ("add_rmsnorm", "softmax", "gqa_decode")
 
 # -- search and export ------------------------------------------------------------------------------------
-# An unattended search that pauses for a human (a stall, the same failure again and again) is answered
-# "continue" this many times at most; the run's budget still ends it. graph.run exits 3 at a pause.
-UNATTENDED_ANSWERS = 5
-EXIT_PAUSED = 3
-
-
 def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None = None) -> dict[str, Any]:
-    """One graph run (or reuse/resume of one already in OUT/runs/NAME). Nobody watches a suite run, so a
-    pause for a human is answered "continue" (UNATTENDED_ANSWERS times at most; the summary counts them)."""
+    """One graph run (or reuse/resume of one already in OUT/runs/NAME). Nobody watches a suite run, so it
+    runs --unattended: the policy answers every pause (continue, or stop once converged) and candidates
+    held for review stay failures; the summary counts the pauses."""
     run_dir = out / "runs" / name
     report_file = run_dir / "report.json"
     if report_file.exists():
         report = json.loads(report_file.read_text())
         return {**_search_summary(report, run_dir), "reused": True}
-    resume = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
     if (run_dir / "checkpoints.sqlite").exists():
-        cmd = resume
+        cmd = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--unattended"]
     else:
         cmd = [sys.executable, "-m", "graph.run", str(task_dir or REPO / "tasks" / name), "--device", args.device,
-               "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed),
-               # unattended: a candidate held for review stays a failure (nobody is there to approve it)
-               "--set", "routing.held_to_human=false"]  # fmt: skip
+               "--unattended", "--run-dir", str(run_dir), "--seed", str(args.seed)]  # fmt: skip
         if args.rounds:
             cmd += ["--rounds", str(args.rounds)]
         if args.minutes:
@@ -73,27 +65,11 @@ def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None
     started = time.perf_counter()
     log = out / "runs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    answered = 0
     with log.open("w") as sink:
         code = _graph_run(cmd, sink, args.search_timeout)
-        while code == EXIT_PAUSED and answered < UNATTENDED_ANSWERS:
-            left = args.search_timeout - (time.perf_counter() - started)
-            if left <= 0:
-                code = "timeout"
-                break
-            answered += 1
-            sink.write(f"\n[suite] unattended: answering 'continue' to the run's question ({answered})\n")
-            sink.flush()
-            code = _graph_run([*resume, "--answer", "continue"], sink, left)
     wall = time.perf_counter() - started
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
-    return {
-        **_search_summary(report, run_dir),
-        "exit_code": code,
-        "wall_s": wall,
-        "answered_continue": answered,
-        "log": str(log),
-    }
+    return {**_search_summary(report, run_dir), "exit_code": code, "wall_s": wall, "log": str(log)}
 
 
 def _graph_run(cmd: list[str], sink: Any, timeout: float) -> int | str:
@@ -117,6 +93,7 @@ def _search_summary(report: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "speedup": report.get("speedup"),
         "wall_s": report.get("wall_s"),
         "best": {k: best.get(k) for k in ("module", "config", "geomean_us")},
+        "pauses": report.get("pauses", []),  # each with the unattended policy's answer
     }
 
 

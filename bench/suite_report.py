@@ -233,9 +233,7 @@ def _task_facts(t: dict[str, Any]) -> list[str]:
             f"{s['rounds']} rounds" if s.get("rounds") is not None else "",
             f"{s['candidates_evaluated']} candidates" if s.get("candidates_evaluated") is not None else "",
             f"{s['wall_s']:.0f} s" if s.get("wall_s") is not None else "",
-            f"paused {s['answered_continue']} time(s) for a human, answered 'continue' (unattended)"
-            if s.get("answered_continue")
-            else "",
+            _pauses(s),
             f"run folder `{s['run_dir']}`" if s.get("run_dir") else "",
         ]
         why = f" ({s['reason']})" if s.get("reason") else ""
@@ -284,3 +282,15 @@ def write_outputs(report: dict[str, Any], out: Path) -> None:
     (out / "suite.md").write_text(markdown(report))
     if any(t.get("rows") for t in report["tasks"].values()):
         plot_roofline(report, out / "roofline.png")
+
+
+def _pauses(search: dict[str, Any]) -> str:
+    """How often an unattended search paused and what the policy answered (runs before the unattended
+    mode counted the 'continue' answers the suite gave)."""
+    pauses = search.get("pauses") or []
+    if pauses:
+        answers = ", ".join(p["answer"].split(" ", 1)[0] for p in pauses)
+        return f"paused {len(pauses)} time(s), answered by the unattended policy ({answers})"
+    if search.get("answered_continue"):
+        return f"paused {search['answered_continue']} time(s) for a human, answered 'continue' (unattended)"
+    return ""

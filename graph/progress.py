@@ -6,7 +6,6 @@ round, candidates evaluated, best so far against the baseline, and an ETA from t
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rich.console import Console
@@ -33,18 +32,16 @@ def _duration(seconds: float) -> str:
 
 
 class ProgressView:
-    """Feed it ``(mode, chunk)`` pairs from ``graph.stream(..., stream_mode=["updates", "custom"])``."""
+    """Feed it ``(mode, chunk)`` pairs from ``graph.stream(..., stream_mode=["updates", "custom"])``.
+
+    Everything it prints comes from the events themselves (the run's totals, its ETA, whether timings
+    are interpreted), so a resumed run reads the same as one that never stopped."""
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(highlight=False)
-        self.started = time.monotonic()
-        self.budget: dict[str, Any] = {}
         self.baseline_us: float | None = None
         self.best_us: float | None = None
         self.interpreted = False
-        self.evaluated = 0
-        self.eval_seconds = 0.0
-        self._round_started: float | None = None
         self._bar: Progress | None = None
         self._task_id: Any = None
 
@@ -72,7 +69,6 @@ class ProgressView:
             self.console.print("[bold]setup[/bold]: no baseline kernel: making torch.compile's Triton a candidate ...")
             return
         self.baseline_us = self.best_us = e["geomean_us"]
-        self.budget = e.get("budget", {})
         self.interpreted = e["device"] == "cpu"
         note = " (Triton interpreter: ranks only)" if e["device"] == "cpu" else ""
         self.console.print(f"[bold]setup[/bold]: baseline {e['geomean_us']:.2f} us geomean{note}")
@@ -92,12 +88,6 @@ class ProgressView:
         )
 
     def _on_candidate(self, e: dict[str, Any]) -> None:
-        if self._round_started is None:
-            self._round_started = time.monotonic()
-        self.evaluated += 1
-        what = (
-            f"{e['geomean_us']:.2f} us" if e.get("geomean_us") else f"{e['verdict']} ({e.get('error_type')})"
-        )
         if self.console.is_terminal:
             if self._bar is None:
                 self._bar = Progress(
@@ -111,16 +101,13 @@ class ProgressView:
                 self._bar.start()
                 self._task_id = self._bar.add_task("eval", total=e["total"])
             self._bar.update(self._task_id, completed=e["done"], total=e["total"])
-        else:
-            self.console.print(f"  [{e['done']}/{e['total']}] {what}")
+        self.console.print(candidate_line(e))
 
     def _on_round(self, e: dict[str, Any]) -> None:
         self.close()
-        if self._round_started is not None:
-            self.eval_seconds += time.monotonic() - self._round_started
-            self._round_started = None
         self.best_us = e["best_us"]
         self.baseline_us = e.get("baseline_us", self.baseline_us)
+        self.interpreted = e.get("interpreted", self.interpreted)
         speed = versus_baseline(self.baseline_us, self.best_us, self.interpreted)
         # The per-bucket table (each shape's fastest config) is what export hands back when it beats
         # the best by more than tools.dispatch's threshold.
@@ -128,17 +115,17 @@ class ProgressView:
         table = ""
         if table_us and self.best_us and table_wins(table_us, self.best_us):
             table = f", per-shape table {table_us:.2f} us ({versus_baseline(self.baseline_us, table_us, self.interpreted)})"
+        cached = f" ({e['cache_hits']} from the validation cache)" if e.get("cache_hits") else ""
+        eta = f", ETA {_duration(e['eta_s'])}" if e.get("eta_s") is not None else ""
         self.console.print(
             f"[bold]round {e['round']}[/bold] done: {e['passed']}/{e['evaluated']} passed, best "
-            f"{self.best_us:.2f} us ({speed}){table}, {self.evaluated} evaluated{self._eta()}"
+            f"{self.best_us:.2f} us ({speed}){table}, {e['evaluated_total']} of {e['budget_candidates']} "
+            f"candidates evaluated{cached}{eta}"
         )
 
-    def _eta(self) -> str:
-        total = self.budget.get("candidates")
-        if not total or not self.evaluated:
-            return ""
-        per = (time.monotonic() - self.started) / self.evaluated
-        left = per * max(total - self.evaluated, 0)
-        if self.budget.get("minutes"):
-            left = min(left, max(self.budget["minutes"] * 60 - (time.monotonic() - self.started), 0))
-        return f" of {total}, ETA {_duration(left)}"
+
+def candidate_line(e: dict[str, Any]) -> str:
+    """``#4 persistent.py {...}: pass 62617.99 us [3/8]``: numbered as the trail and the report number it."""
+    what = f"{e['geomean_us']:.2f} us" if e.get("geomean_us") else f"({e.get('error_type')})"
+    source = {"cache": " (validation cache)", "results": " (finished before the resume)"}.get(e.get("source"), "")
+    return f"  #{e['n']} {e['module']} {e['config']}: {e['verdict']} {what}{source} [{e['done']}/{e['total']}]"

@@ -1,17 +1,21 @@
 """Optimize a task's kernel: ``python -m graph.run TASK [options]``.
 
 Exit status: 0 finished (report written), 3 paused for a human decision (--non-interactive, or no
-terminal; resume with --resume RUN_DIR --answer TEXT), 2 bad input (task, settings, SPEC, answer), 4 the
-Dask cluster went away (resume with --resume RUN_DIR, on another cluster or locally).
+terminal; resume with --resume RUN_DIR --answer TEXT), 2 bad input (task, settings, SPEC, answer;
+an answer is checked before it is taken, so a refused one leaves the question open), 4 the Dask
+cluster went away (resume with --resume RUN_DIR, on another cluster or locally). With
+--unattended the run never asks: the unattended policy (loop/unattended.py) answers every pause and
+the report lists each with its answer.
 A run folder holds checkpoints.sqlite (every finished step), candidates/, results/, log.jsonl,
 report.md, report.json and progress.png; --resume continues a paused or killed run from its last
-finished step.
+finished step, and --answer stop ends any unfinished run with a report.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,10 +28,13 @@ from rich.console import Console
 
 from graph.builder import builder
 from graph.progress import ProgressView, versus_baseline
+from loop.records import Pause, Stop
 from loop.settings import SettingsError, load_settings, parse_assignments
-from loop.state import RunState
+from loop.state import RunState, plain
+from loop.unattended import evaluated_so_far
 from nodes.agents import AgentSpecError, build_agents
-from nodes.human import AnswerError, parse_answer
+from nodes.answers import AnswerError, parse_answer
+from nodes.audit import audit
 from nodes.runtime import RunContext, run_task
 from tools.run_folder import CHECKPOINTS, RunFolder
 from tools.task import TaskError, load_task
@@ -76,6 +83,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a paused or killed run")
     p.add_argument("--answer", default=None, help="answer to the pending question (with --resume)")
     p.add_argument("--non-interactive", action="store_true", help="never ask: exit 3 at a question")
+    p.add_argument(
+        "--unattended",
+        action="store_true",
+        help="never ask: the policy answers every pause (continue, or stop once converged); exit 0",
+    )
     return p.parse_args(argv)
 
 
@@ -111,8 +123,7 @@ def new_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         "critic_model": args.critic_model,
         "seed": args.seed,
         "overrides": overrides,
-        "run_dir": str(run_dir),
-    }
+    }  # the run folder travels in the RunContext, never in the state: a copy of it resumes as itself
     return run_dir, inputs
 
 
@@ -138,9 +149,14 @@ def pending_question(app: CompiledStateGraph) -> dict[str, Any] | None:
     return interrupts[0].value if interrupts else None
 
 
-def validated(answer: str, app: CompiledStateGraph) -> str:
+def checked(answer: str, app: CompiledStateGraph) -> dict[str, Any]:
+    """The answer parsed against the run as it stands; AnswerError (exit 2) says why it cannot be taken."""
     state = RunState.model_validate(app.get_state(THREAD).values)
-    parse_answer(answer, state.search_spaces, state.attempts, run_task(state, state.run_dir))  # AnswerError says why
+    return parse_answer(answer, state.search_spaces, state.attempts, run_task(state, state.run_dir))
+
+
+def validated(answer: str, app: CompiledStateGraph) -> str:
+    checked(answer, app)
     return answer
 
 
@@ -188,8 +204,9 @@ def drive(
             for mode, chunk in app.stream(
                 payload,
                 THREAD,
-                # where the folder is now (should it have moved), and where candidates are evaluated
-                context=RunContext(run_dir=str(run_dir), cluster=args.cluster),
+                # where the folder is now (it may have moved or been copied), where candidates are
+                # evaluated, and whether anyone answers
+                context=RunContext(run_dir=str(run_dir), cluster=args.cluster, unattended=args.unattended),
                 stream_mode=["updates", "custom"],
                 durability="sync",
             ):
@@ -218,6 +235,9 @@ def drive(
         f"\n[bold]{report['status']}[/bold]: {report['reason']}; best {report['best']['geomean_us']:.2f} us "
         f"({speed}). Report: {run_dir}/report.md"
     )
+    answered = [p for p in report.get("pauses", []) if p["by"] == "policy"]
+    if answered:
+        console.print(f"{len(answered)} pause(s) answered by the unattended policy (listed in the report)")
     if report.get("note"):
         console.print(report["note"])
     return EXIT_DONE
@@ -231,10 +251,13 @@ def resume(args: argparse.Namespace, console: Console) -> int:
         state = app.get_state(THREAD)
         if not state.values:
             raise BadInput(f"{run_dir}: the checkpoint holds no state")
+        parsed = checked(args.answer, app) if args.answer is not None else None  # before anything is written
         question = pending_question(app)
         if question is not None:
-            if args.answer is not None:
-                payload: Any = Command(resume=validated(args.answer, app))
+            if parsed is not None:
+                payload: Any = Command(resume=args.answer)
+            elif args.unattended:
+                payload = None  # the human node runs again and the policy answers
             else:
                 show_question(console, question)
                 answer = ask(console, app) if not args.non_interactive and sys.stdin.isatty() else None
@@ -242,16 +265,49 @@ def resume(args: argparse.Namespace, console: Console) -> int:
                     return EXIT_PAUSED
                 payload = Command(resume=answer)
         elif state.next:
-            if args.answer is not None:
-                raise BadInput(
-                    "the run is not waiting for an answer (it was interrupted mid-step); drop --answer"
-                )
-            console.print(f"resuming at {', '.join(state.next)} (finished steps and results are kept)")
+            resume_interrupted(app, state, parsed, run_dir, console)
             payload = None
         else:
-            console.print(f"{run_dir} has finished; see {run_dir}/report.md")
-            return EXIT_DONE
+            return finished(run_dir, parsed, console)
         return drive(app, payload, args, console, run_dir)
+
+
+def resume_interrupted(
+    app: CompiledStateGraph, state: Any, parsed: dict[str, Any] | None, run_dir: Path, console: Console
+) -> None:
+    """A run stopped mid-step (killed, not waiting at a question): the trail says so; it resumes at the
+    step it was in, or, answered ``stop``, goes straight to its report."""
+    at = state.next[0]
+    action = parsed["action"] if parsed else "continue"
+    if action not in ("continue", "stop"):
+        raise BadInput(
+            f"the run was stopped during {at}, not at a question, so it takes no {action!r}: resume it "
+            "(no --answer, or --answer continue) and answer its next question, or --answer stop"
+        )
+    values = RunState.model_validate(state.values)
+    audit(RunFolder(run_dir), "resume", f"the run was stopped during {at} and resumed (finished steps and "
+          "results are kept)", round=values.rounds_done, key=f"resume at {at} {time.time():.3f}")  # fmt: skip
+    if action == "continue":
+        console.print(f"resuming at {at} (finished steps and results are kept)")
+        return
+    why = f"the run was stopped during {at}"
+    update = {
+        "stop": Stop(status="stopped_by_human", reason=f"the human chose to stop ({why})"),
+        "human": parsed,
+        "pauses": [Pause(round=values.rounds_done, why=why, answer="stop", by="human",
+                         evaluated=evaluated_so_far(values.attempts))],
+    }  # fmt: skip
+    app.update_state(THREAD, Command(goto="report", update=plain(update)), as_node=at)
+    console.print(f"stopping: {why}; writing the report")
+
+
+def finished(run_dir: Path, parsed: dict[str, Any] | None, console: Console) -> int:
+    """A finished run takes no answer but ``stop`` (it has stopped already)."""
+    status = RunFolder(run_dir).report().get("status", "finished")
+    if parsed is not None and parsed["action"] != "stop":
+        raise BadInput(f"{run_dir} has finished ({status}): there is no question to answer")
+    console.print(f"{run_dir} has finished ({status}); see {run_dir}/report.md")
+    return EXIT_DONE
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,8 @@ The minutes are a promise: a round is not started when the rounds so far say it 
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, Field
 
 from loop.settings import BudgetSettings
@@ -43,6 +45,18 @@ class Budget(BaseModel):
         if self.setup_s is None or self.rounds_done < 1:
             return None
         return max(self.active_s - self.setup_s, 0.0) / self.rounds_done
+
+    def eta_s(self) -> float | None:
+        """Active seconds the rest of the run should take at the mean round so far (within the minutes
+        left); None before the first round or when no round is left."""
+        per_round = self.mean_round_s()
+        limits = self.limits
+        rounds_left = limits.rounds - self.rounds_done
+        if limits.candidates:
+            rounds_left = min(rounds_left, math.ceil(self.candidates_left / limits.candidates_per_round))
+        if per_round is None or rounds_left <= 0:
+            return None
+        return min(per_round * rounds_left, max(limits.minutes * 60 - self.active_s, 0.0))
 
     def spent(self, project: bool = True) -> str | None:
         """Why the budget is spent, or None. With ``project``, also when another round would end past

@@ -1,6 +1,6 @@
 """Judging an evaluated round: the new best, the streaks, the progress entry.
 
-The round's fastest pass challenges the best (``challenger``); on a GPU the watchdog re-times it
+The round's fastest pass challenges the best (``challenger``; an interpreted tie keeps the best); on a GPU the watchdog re-times it
 against the best before it takes over (the node's job, the one impure step). Progress is the single
 best or the per-shape table getting faster by more than ``routing.stall_improvement``: a round with
 neither counts toward a stall.
@@ -14,6 +14,7 @@ from loop.records import Attempt, ProgressEntry
 from loop.scoring import improved, table_geomean
 from loop.settings import RoutingSettings
 from loop.streaks import Streaks, round_outcome
+from loop.ties import tied
 
 
 class Judgement(BaseModel):
@@ -27,13 +28,16 @@ def _passing(attempts: list[Attempt]) -> list[Attempt]:
 
 
 def challenger(new: list[Attempt], best: Attempt | None) -> Attempt | None:
-    """The round's fastest pass when it beats the best (any pass beats no best)."""
+    """The round's fastest pass when it beats the best (any pass beats no best); interpreted timings
+    within each other's noise are a tie, and a tie keeps the best (loop.ties)."""
     passing = _passing(new)
     if not passing:
         return None
     fastest = min(passing, key=lambda a: a.geomean_us or 0.0)
-    best_us = best.geomean_us if best is not None and best.geomean_us else float("inf")
-    return fastest if (fastest.geomean_us or 0.0) < best_us else None
+    if best is None or not best.geomean_us:
+        return fastest
+    faster = (fastest.geomean_us or 0.0) < best.geomean_us
+    return fastest if faster and not tied(fastest, best) else None
 
 
 def judge_round(

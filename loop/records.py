@@ -25,6 +25,7 @@ class ShapeRow(BaseModel):
     dtype: str | None = None
     median_us: float | None = None
     min_us: float | None = None
+    spread: float | None = Field(default=None, description="median/min over the repeats: the noise seen")
     gbps: float | None = None
     roofline_pct: float | None = None
     method: str | None = None
@@ -118,6 +119,16 @@ class Stop(BaseModel):
 
     status: StopStatus
     reason: str
+
+
+class Pause(BaseModel):
+    """A question the run asked and the answer it got, from the human or the unattended policy."""
+
+    round: int = Field(description="rounds done when it paused")
+    why: str
+    answer: str
+    by: Literal["human", "policy"]
+    evaluated: int = Field(description="candidates evaluated (after the baseline) when it paused")
 
 
 class Decision(BaseModel):

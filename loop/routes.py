@@ -150,11 +150,12 @@ def after_propose(proposed: int, mode: ProposeMode, answer: Proposed) -> Decisio
     return Decision(source="propose", to="human", reason=f"the proposer has nothing to propose: {why}")
 
 
-def after_human(action: str, standing: Standing) -> Decision:
-    """``action``: the answer's action; ``standing``: the run with the answer applied."""
+def after_human(action: str, standing: Standing, stop: Stop | None = None) -> Decision:
+    """``action``: the answer's action; ``standing``: the run with the answer applied; ``stop``: why a
+    stop ends the run when the unattended policy, not the human, answered it."""
     reason = f"human: {action}"
     if action == "stop":
-        stop = Stop(status="stopped_by_human", reason="the human chose to stop")
+        stop = stop or Stop(status="stopped_by_human", reason="the human chose to stop")
         return Decision(source="human", to="report", reason=reason, stop=stop)
     if action == "candidate":
         return Decision(source="human", to="critic", reason=reason)

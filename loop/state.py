@@ -3,7 +3,8 @@
 Nodes receive a ``RunState`` (LangGraph validates the checkpointed values into it) and return plain
 updates (``plain``), so a checkpoint reloads in any process without pydantic objects in it. Lists
 that accumulate over the run use an ``operator.add`` reducer. Paths into the run folder are relative
-to it; the folder itself is ``run_dir`` (or, when it moved, where the process found it).
+to it; the folder itself is where the process found it (``RunContext.run_dir``: the CLI's folder, so a
+moved or copied folder resumes as itself), or ``run_dir`` for a caller that does not say (Studio).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
-from loop.records import Attempt, Decision, ExtraModule, Failure, ProgressEntry, Review, Stop
+from loop.records import Attempt, Decision, ExtraModule, Failure, Pause, ProgressEntry, Review, Stop
 from loop.roles import Diagnosis
 from loop.settings import Settings
 from loop.streaks import Streaks
@@ -35,7 +36,11 @@ class RunInput(BaseModel):
     overrides: dict[str, Any] = Field(
         default={}, description="settings overrides, keys as in configs/default.yaml (--rounds, --set)"
     )
-    run_dir: str = Field(default="", description="run folder; setup creates runs/<task>-<time> when empty")
+    run_dir: str = Field(
+        default="",
+        description="run folder, for a caller that passes none in the RunContext (Studio); setup creates "
+        "runs/<task>-<time> when both are empty",
+    )
 
 
 class RunState(RunInput):
@@ -103,6 +108,9 @@ class RunState(RunInput):
 
     # -- the human and the end ------------------------------------------------------------------
     human: dict[str, Any] | None = Field(description="the last human answer, parsed: {action, ...}")
+    pauses: Annotated[list[Pause], operator.add] = Field(
+        default=[], description="every pause and its answer, the human's or the unattended policy's"
+    )
     stop: Stop | None = Field(description="why the run ends")
 
     # -- memory ---------------------------------------------------------------------------------

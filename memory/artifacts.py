@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from memory.console import console
 from tools.run_folder import CANDIDATES, INDEX, REEVALS, RunFolder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -206,10 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task", help="task folder, when report.json lacks it or it moved")
     p.add_argument("--json", action="store_true", help="print the new EvalResult as JSON")
     args = parser.parse_args(argv)
-    console, err = Console(highlight=False), Console(stderr=True, highlight=False)
+    out, err = console(), console(stderr=True)
     try:
         if args.command == "show":
-            _show(args.run_dir, console)
+            _show(args.run_dir, out)
             return 0
         code, result, entry = reeval(args.run_dir, args.identity, args.device, args.task)
     except ArtifactError as exc:
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     elif result is not None:
         new_us = (result.get("metrics") or {}).get("geomean_us")
-        console.print(
+        out.print(
             f"{entry['identity']}: was {entry['verdict'] or '-'} {_us(entry['geomean_us'])} us, "
             f"now {result.get('verdict')} {result.get('error_type') or ''} {_us(new_us)} us "
             f"on {(result.get('device') or {}).get('name', '?')}"

@@ -32,8 +32,8 @@ def evaluate(
     budget = budget_of(state)
     approved = [r for r in state.proposals if r.status == "approved"][: budget.candidates_left]
     candidates, modules, extra_modules = to_candidates(approved, step)
-    results, cached = results_for(step, candidates)
     n0, min_dims = len(state.attempts), step.task.spec.target.min_dims
+    results, cached = results_for(step, candidates, modules, n0)
     attempts = [
         attempt_record(n0 + i, state.round, c, modules[i], r, approved[i], min_dims).model_copy(
             update={"cached": c.identity in cached}
@@ -56,7 +56,11 @@ def evaluate(
     )
     decision = after_evaluate(standing, judged.streaks, state.settings.routing)
     progress = judged.progress.model_dump(exclude={"active_s"})
-    step.emit("round", **progress, baseline_us=state.baseline.geomean_us)
+    every = [*state.attempts, *attempts]
+    step.emit("round", **progress, baseline_us=state.baseline.geomean_us, interpreted=judged.best.interpreted,
+              evaluated_total=standing.budget.evaluated, budget_candidates=standing.budget.limits.candidates,
+              cache_hits=sum(1 for a in every if a.cached),
+              eta_s=None if decision.to == "report" else standing.budget.eta_s())  # fmt: skip
     failures = [a for a in attempts if not a.passed]
     update = {
         "attempts": attempts,
@@ -102,9 +106,12 @@ def to_candidates(
     return candidates, modules, extra_modules
 
 
-def results_for(step: Step, candidates: list[Candidate]) -> tuple[list[EvalResult], set[str]]:
+def results_for(
+    step: Step, candidates: list[Candidate], modules: list[str], n0: int
+) -> tuple[list[EvalResult], set[str]]:
     """Each candidate's result: read back from results/, served by the validation cache, or evaluated
-    (each saved the moment it arrives); and the identities the cache served."""
+    (each saved the moment it arrives); and the identities the cache served. Every candidate is shown
+    as it is settled, numbered as its attempt (#``n0`` + its place), the way the trail and report say."""
     folder, state = step.folder, step.run
     results: list[EvalResult | None] = [folder.load_result(c.identity) for c in candidates]
     reused = sum(r is not None for r in results)
@@ -118,7 +125,17 @@ def results_for(step: Step, candidates: list[Candidate]) -> tuple[list[EvalResul
         message = f"validation cache: {len(cached)} candidate(s) served without evaluation ({names})"
         step.audit(message, cache_hits=len(cached))
     pending = [i for i, r in enumerate(results) if r is None]
-    done = [reused + len(cached)]
+    done = [0]
+
+    def settled(i: int, result: EvalResult, source: str) -> None:
+        done[0] += 1
+        step.emit("candidate", round=state.round, n=n0 + i, module=modules[i], config=candidates[i].config,
+                  done=done[0], total=len(candidates), verdict=result.verdict, error_type=result.error_type,
+                  geomean_us=result.metrics.geomean_us, source=source)  # fmt: skip
+
+    for i, result in enumerate(results):
+        if result is not None:
+            settled(i, result, "cache" if candidates[i].identity in cached else "results")
 
     def arrived(j: int, result: EvalResult) -> None:
         i = pending[j]
@@ -126,9 +143,7 @@ def results_for(step: Step, candidates: list[Candidate]) -> tuple[list[EvalResul
         if cache is not None:
             cache.put(candidates[i], result)
         results[i] = result
-        done[0] += 1
-        step.emit("candidate", round=state.round, done=done[0], total=len(candidates), verdict=result.verdict,
-                  error_type=result.error_type, geomean_us=result.metrics.geomean_us)  # fmt: skip
+        settled(i, result, "evaluated")
 
     if pending:
         evaluate_many = evaluator_for(step.context)

@@ -1,171 +1,32 @@
 """human: pause with a summary and the choices; apply the answer.
 
-Answers (text, as typed at the terminal or passed with --answer; Studio may send the same text):
-    continue                                  resume the search as it is
-    stop                                      write the report and end
-    widen [MODULE:]KEY=V1,V2 ...              add values to the search space
-    constrain forbid=CONSTRUCT[,...]          forbid constructs in new code
-    constrain [MODULE:]KEY=V1,V2 ...          keep only these values of a key
-    candidate PATH [MODULE] [CONFIG-JSON]     evaluate your own kernel file (through the critic)
-    approve N [N ...]                         accept candidates held for review (suspicious speedups)
-Everything before ``interrupt()`` is idempotent: the node runs again from its top on resume.
+Answers are text, as typed at the terminal or passed with --answer (Studio may send the same text);
+nodes/answers.py parses and checks them. Everything before ``interrupt()`` is idempotent: the node runs
+again from its top on resume.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from langgraph.types import Command, interrupt
 
-from loop.records import Attempt, ExtraModule
+from loop.records import Attempt, ExtraModule, Pause
 from loop.roles import Proposal
 from loop.routes import after_human, standing_of
 from loop.state import RunState
 from loop.streaks import Streaks
+from loop.unattended import PolicyAnswer, evaluated_so_far, policy_answer
+from nodes.answers import CHOICES, AnswerError, parse_answer
 from nodes.propose import review_record
 from nodes.report import write_report
 from nodes.step import Step, Update, node
+from nodes.view import agent_context
 from nodes.watch import watchdog_accepts
 from tools.task import Task
-
-CHOICES = [
-    "continue: resume the search as it is",
-    "stop: write the report and end",
-    "widen [MODULE:]KEY=V1,V2: add values to the search space (e.g. widen num_warps=32)",
-    "constrain forbid=CONSTRUCT | constrain [MODULE:]KEY=V1,V2: forbid a construct, or keep only these",
-    "candidate PATH [MODULE] [CONFIG-JSON]: evaluate your own kernel file (it goes through the critic)",
-    "approve N [N ...]: accept candidates held for review (more than the suspicious-speedup limit faster "
-    "than the baseline, within the roofline) as results, after you checked them",
-]
-ACTIONS = ("continue", "stop", "widen", "constrain", "candidate", "approve")
-CANDIDATE_ARGS = re.compile(
-    r"""^(?P<path>"[^"]+"|'[^']+'|\S+)(?:\s+(?P<module>[^\s{]+\.py))?\s*(?P<config>\{.*\})?\s*$"""
-)
-
-
-class AnswerError(ValueError):
-    """The human's answer cannot be applied; the message says why and what would work."""
-
-
-# -- parsing -----------------------------------------------------------------------------------------
-def _values(raw: str) -> list[Any]:
-    return [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
-
-
-def _assignment(token: str, spaces: dict[str, dict[str, list]]) -> tuple[list[str], str, list[Any]]:
-    if "=" not in token:
-        raise AnswerError(f"{token!r}: expected KEY=V1,V2 (optionally MODULE:KEY=...)")
-    lhs, raw = token.split("=", 1)
-    module, key = lhs.split(":", 1) if ":" in lhs else (None, lhs)
-    if module is not None and module not in spaces:
-        raise AnswerError(f"{token!r}: unknown module {module!r} (modules: {', '.join(spaces)})")
-    modules = [module] if module else [m for m, space in spaces.items() if key in space]
-    if not modules or any(key not in spaces[m] for m in modules):
-        known = sorted({k for space in spaces.values() for k in space})
-        raise AnswerError(f"{token!r}: unknown search-space key {key!r} (keys: {', '.join(known)})")
-    values = _values(raw)
-    if not values:
-        raise AnswerError(f"{token!r}: no values given")
-    return modules, key, values
-
-
-def parse_answer(
-    answer: Any, spaces: dict[str, dict[str, list]], attempts: list[Attempt], task: Task
-) -> dict[str, Any]:
-    """The answer as {action, ...}, against the run's search spaces and attempts; raises AnswerError
-    naming what is wrong."""
-    if isinstance(answer, dict):
-        answer = answer.get("answer", "")
-    if not isinstance(answer, str) or not answer.strip():
-        raise AnswerError(f"an answer is one of: {', '.join(ACTIONS)}")
-    tokens = answer.split()
-    action, args = tokens[0].lower(), tokens[1:]
-    if action in ("continue", "stop"):
-        if args:
-            raise AnswerError(f"{action} takes no arguments")
-        return {"action": action}
-    if action == "widen":
-        if not args:
-            raise AnswerError("widen needs KEY=V1,V2, e.g. widen num_warps=32")
-        changes = []
-        for token in args:
-            modules, key, values = _assignment(token, spaces)
-            changes.append({"modules": modules, "key": key, "values": values})
-        return {"action": "widen", "changes": changes}
-    if action == "constrain":
-        if not args:
-            raise AnswerError("constrain needs forbid=CONSTRUCT or KEY=V1,V2")
-        forbid, changes = [], []
-        for token in args:
-            if token.startswith("forbid="):
-                forbid += [c.strip() for c in token.split("=", 1)[1].split(",") if c.strip()]
-                continue
-            modules, key, values = _assignment(token, spaces)
-            for m in modules:
-                outside = [v for v in values if v not in spaces[m][key]]
-                if outside:
-                    raise AnswerError(
-                        f"{token!r}: {outside} not in {m}'s {key} values {spaces[m][key]}; "
-                        "constrain only keeps "
-                        "values (use widen to add)"
-                    )
-            changes.append({"modules": modules, "key": key, "values": values})
-        return {"action": "constrain", "forbid": forbid, "changes": changes}
-    if action == "candidate":
-        return _parse_candidate(answer.strip()[len(tokens[0]) :].strip(), spaces, task)
-    if action == "approve":
-        return _parse_approve(args, attempts)
-    raise AnswerError(f"unknown answer {tokens[0]!r}; choose one of: {', '.join(ACTIONS)}")
-
-
-def _parse_approve(args: list[str], attempts: list[Attempt]) -> dict[str, Any]:
-    """``approve N [N ...]`` (``#N`` or comma lists too): every N must be a candidate held as a speedup."""
-    numbers = [t.strip().lstrip("#") for arg in args for t in arg.split(",") if t.strip()]
-    if not numbers:
-        raise AnswerError("approve needs the number of a held candidate, e.g. approve 12")
-    by_number = {a.n: a for a in attempts}
-    chosen = []
-    for raw in numbers:
-        if not raw.isdigit() or int(raw) not in by_number:
-            raise AnswerError(f"approve {raw}: no evaluated candidate #{raw}")
-        attempt = by_number[int(raw)]
-        if attempt.held == "roofline":
-            raise AnswerError(
-                f"approve {raw}: #{raw} measured faster than the copy bandwidth, so the measurement "
-                "itself is wrong; it cannot be approved"
-            )
-        if attempt.held != "speedup":
-            raise AnswerError(f"approve {raw}: #{raw} was not held for review ({attempt.verdict})")
-        chosen.append(int(raw))
-    return {"action": "approve", "attempts": chosen}
-
-
-def _parse_candidate(text: str, spaces: dict[str, dict[str, list]], task: Task) -> dict[str, Any]:
-    """``PATH [MODULE] [CONFIG-JSON]``; a PATH with spaces is quoted."""
-    match = CANDIDATE_ARGS.match(text)
-    if not match:
-        raise AnswerError("candidate needs a file: candidate path/to/kernel.py [MODULE] [CONFIG-JSON]")
-    path = Path(match["path"].strip("'\"")).expanduser().resolve()
-    if not path.is_file():
-        raise AnswerError(f"candidate file not found: {path}")
-    module = match["module"] or task.baseline_name
-    if module not in spaces:
-        raise AnswerError(f"unknown module {module!r} (modules: {', '.join(spaces)})")
-    if match["config"]:
-        try:
-            config = json.loads(match["config"])
-        except json.JSONDecodeError as exc:
-            raise AnswerError(f"candidate config is not JSON: {exc}") from None
-        if not isinstance(config, dict):
-            raise AnswerError("candidate config must be a JSON object, e.g. '{\"num_warps\": 8}'")
-    else:
-        config = task.default_config(module) if module in task.module_names else task.default_config()
-    return {"action": "candidate", "path": str(path), "module": module, "config": config}
 
 
 # -- the node --------------------------------------------------------------------------------------
@@ -199,30 +60,45 @@ def pause_summary(state: RunState) -> dict[str, Any]:
 @node("human")
 def human(state: RunState, step: Step) -> Command[Literal["diagnose", "critic", "report"]]:
     summary = pause_summary(state)
-    write_report(step, "awaiting_human", paused=summary)
     asked = len(state.attempts)
-    step.audit(f"paused: {summary['why']}", key=f"pause{asked}")
-    answer, parsed = ask(state, step.task, summary, step.folder.root)
-    update = apply_answer(parsed, step)
     standing = standing_of(state, step.task.spec.target)
+    step.audit(f"paused: {summary['why']}", key=f"pause{asked}")
+    if step.context.unattended:
+        policy = unattended_answer(state, step, standing.held)
+        parsed, by, stop = {"action": policy.answer}, "policy", policy.stop
+        said = f"{policy.answer} (unattended: {policy.why})"
+    else:
+        write_report(step, "awaiting_human", paused=summary)
+        answer, parsed = ask(state, step.task, summary)
+        by, stop = "human", None
+        said = answer if isinstance(answer, str) else json.dumps(answer)
+    update = apply_answer(parsed, step)
     decision = after_human(
-        parsed["action"], standing.model_copy(update={"best": update.get("best", state.best)})
+        parsed["action"], standing.model_copy(update={"best": update.get("best", state.best)}), stop
     )
     update["human"] = parsed
+    update["pauses"] = [
+        Pause(round=state.rounds_done, why=summary["why"], answer=said, by=by,
+              evaluated=evaluated_so_far(state.attempts))
+    ]  # fmt: skip
     # Whatever the answer, the held candidates were shown: they do not ask again.
     update["held_reviewed"] = sorted(set(state.held_reviewed) | {a.n for a in standing.held})
-    said = f"answer: {answer if isinstance(answer, str) else json.dumps(answer)} -> {decision.to}"
-    return step.go(decision, update, key=f"answer{asked}", said=said)
+    return step.go(decision, update, key=f"answer{asked}", said=f"answer: {said} -> {decision.to}")
 
 
-def ask(state: RunState, task: Task, summary: dict[str, Any], run_dir: Path) -> tuple[Any, dict[str, Any]]:
+def unattended_answer(state: RunState, step: Step, held: list[Attempt]) -> PolicyAnswer:
+    """The policy's answer: it asks the proposer what it would do next (has the search converged?)."""
+    proposed = step.agents[1].propose(agent_context(state, step.task, step.folder, "explore"))
+    return policy_answer(state.pauses, evaluated_so_far(state.attempts), held, proposed)
+
+
+def ask(state: RunState, task: Task, summary: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Pause until an answer parses: (the answer as given, parsed). The node runs again from its top on
     resume, so everything before ``interrupt()`` is idempotent."""
     payload: dict[str, Any] = {
         "question": f"The run needs a decision ({summary['why']}).",
         "summary": summary,
         "choices": CHOICES,
-        "run_dir": str(run_dir),
         "error": None,
     }
     while True:

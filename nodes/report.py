@@ -18,6 +18,7 @@ from typing import Any
 from loop.records import Attempt, Review, ShapeRow, Stop
 from loop.scoring import judged_at
 from loop.state import RunState
+from loop.ties import tied_with
 from memory.artifacts import ArtifactError, index_run
 from nodes.audit import read_trail
 from nodes.case_memory import cases_of_run, library_for_run
@@ -38,6 +39,7 @@ INTERPRETED_NOTE = (
 SUMMARY_KEYS = {
     "n", "module", "config", "origin", "geomean_us", "roofline_pct", "candidate", "result", "rationale",
     "approved_by",  # set when a human approved a candidate held for review
+    "round", "expected_effect", "interpreted",
 }  # fmt: skip
 ATTEMPT_KEYS = {
     "n", "round", "identity", "module", "config", "origin", "verdict", "stage", "error_type", "message",
@@ -93,15 +95,20 @@ def _evaluation(state: RunState) -> dict[str, Any]:
     return {"workers": [{"worker": w, "attempts": n} for w, n in sorted(workers.items())]}
 
 
-def _target_summary(target: Target) -> dict[str, Any]:
-    """The task's target plus ``judged_at``: the shapes its roofline_pct is judged at (target.min_dims)."""
-    return {**target.model_dump(), "judged_at": judged_at(target.min_dims) if target.roofline_pct else None}
+def _target_summary(target: Target, shapes: list[dict[str, int]]) -> dict[str, Any]:
+    """The task's target plus ``judged_at``: the shapes its roofline_pct is judged at (target.min_dims),
+    in words and (``judged_shapes``) as the task's timed shapes that qualify."""
+    if not target.roofline_pct:
+        return {**target.model_dump(), "judged_at": None, "judged_shapes": []}
+    judged = [shape_label(s) for s in shapes if meets_min_dims(s, target.min_dims)]
+    return {**target.model_dump(), "judged_at": judged_at(target.min_dims), "judged_shapes": judged}
 
 
 def _attempts(state: RunState) -> list[dict[str, Any]]:
+    ties = {a.n for a in tied_with(state.best, state.attempts)}
     return [
         a.model_dump(mode="json", include=ATTEMPT_KEYS)
-        | {"critique": {"objections": a.objections, "answers": a.answers}}
+        | {"critique": {"objections": a.objections, "answers": a.answers}, "tied_with_best": a.n in ties}
         for a in state.attempts
     ]
 
@@ -122,6 +129,7 @@ def _rejected(reviews: list[Review]) -> list[dict[str, Any]]:
 def build_report(
     state: RunState, status: str, reason: str, *, target: Target, active_s: float, run_dir: str,
     memory: dict[str, Any] | None = None, paused: dict[str, Any] | None = None,
+    shapes: list[dict[str, int]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """report.json: the run's outcome, every attempt, and what the run was set up with."""
     baseline, best = state.baseline, state.best
@@ -131,11 +139,11 @@ def build_report(
         "task_name": state.task_name,
         "status": status,
         "reason": reason,
-        "target": _target_summary(target),
+        "target": _target_summary(target, shapes or []),
         "device": {"kind": state.device, "name": best.device_name, "interpreted": best.interpreted},
         "note": INTERPRETED_NOTE if best.interpreted else "",
         "baseline": _summary(baseline),
-        "best": _summary(best),
+        "best": _summary(best) | {"tied_with": [a.n for a in tied_with(best, state.attempts)]},
         "speedup": round(baseline.geomean_us / best.geomean_us, 4)
         if best.geomean_us and baseline.geomean_us
         else None,
@@ -159,6 +167,7 @@ def build_report(
         "forbid": state.forbid,
         "settings": state.settings.model_dump(mode="json"),
         "paused": paused,
+        "pauses": [p.model_dump(mode="json") for p in state.pauses],
         "run_dir": run_dir,
     }
 
@@ -184,30 +193,35 @@ def memory_line(memory: dict[str, Any], cache_hits: int) -> str:
     )
 
 
-def target_line(target: dict[str, Any] | None, per_shape: list[dict[str, Any]]) -> str:
-    """The target in words, with the shapes a roofline target is judged at."""
+def target_line(target: dict[str, Any] | None, interpreted: bool) -> str:
+    """The target in words, with the task's shapes a roofline target is judged at."""
     if target is None:
         return "not recorded"
     parts = []
     if target.get("speedup"):
         parts.append(f"{target['speedup']:g}x the baseline (geomean)")
     if target.get("roofline_pct"):
-        min_dims = target.get("min_dims")
-        shapes = []
-        for r in per_shape:
-            shape = shape_label(r["shape"])
-            if meets_min_dims(r["shape"], min_dims) and shape not in shapes:
-                shapes.append(shape)
+        shapes = ", ".join(target.get("judged_shapes") or [])
         parts.append(
             f"{target['roofline_pct']:g}% of the roofline at every judged shape, judged at "
-            f"{judged_at(min_dims)} ({', '.join(shapes) or 'no shape of this run'}; the lowest counts)"
+            f"{judged_at(target.get('min_dims'))}" + (f" ({shapes}; the lowest counts)" if shapes else "")
         )
-    return " or ".join(parts) or "none (the budget ends the run)"
+    text = " or ".join(parts) or "none (the budget ends the run)"
+    if parts and interpreted:
+        text += "; not judged here: interpreted timings never meet a target"
+    return text
+
+
+def device_line(device: dict[str, Any]) -> str:
+    """"cpu (Triton interpreter)", "cuda (NVIDIA H200)": the kind, and the name when it adds something."""
+    name, kind = device.get("name") or "", device.get("kind") or "?"
+    return name if name.startswith(kind) else f"{kind} ({name})" if name else kind
 
 
 def render_markdown(report: dict[str, Any], trail: list[dict[str, Any]]) -> str:
     """report.md: the report.json in words, with the audit trail."""
-    lines = _head(report) + _per_shape_table(report) + _tried_table(report)
+    lines = _head(report) + what_won(report, trail) + _pauses(report)
+    lines += _per_shape_table(report) + _tried_table(report)
     lines += ["", "## Audit trail", ""]
     lines += [f"- r{e.get('round')} {e.get('node')}: {e.get('message')}" for e in trail]
     return "\n".join(lines) + "\n"
@@ -225,8 +239,8 @@ def _head(report: dict[str, Any]) -> list[str]:
         f"# {report['task_name']}: {report['status']}",
         "",
         f"- reason: {report['reason']}",
-        f"- target: {target_line(report.get('target'), report['per_shape'])}",
-        f"- device: {report['device']['kind']} ({report['device']['name']})",
+        f"- target: {target_line(report.get('target'), report['device']['interpreted'])}",
+        f"- device: {device_line(report['device'])}",
         f"- baseline: {baseline['module']} {baseline['config']}: {_fmt(baseline['geomean_us'])} us geomean",
         f"- best: #{best['n']} {best['module']} {best['config']}: {_fmt(best['geomean_us'])} us geomean "
         f"({best['candidate']}){approved}",
@@ -236,6 +250,9 @@ def _head(report: dict[str, Any]) -> list[str]:
         f"- proposer: {report['model']}, critic: {report['critic_model']}, seed {report['seed']}",
         f"- memory: {memory_line(memory, report['cache_hits'])}",
     ]
+    if report.get("resumed"):
+        at = ", ".join(f"r{e['round']}" for e in report["resumed"])
+        lines.append(f"- stopped mid-step and resumed {len(report['resumed'])} time(s) (after rounds: {at})")
     if report["note"]:
         lines += ["", f"> {report['note']}"]
     if report["paused"]:
@@ -246,7 +263,47 @@ def _head(report: dict[str, Any]) -> list[str]:
             f"Paused: {report['paused']['why']}. Resume with "
             f"`python -m graph.run --resume {report['run_dir']} --answer 'continue|stop|widen K=V|...'`.",
         ]
-    return lines + ["", "## What won", "", best.get("rationale") or "the baseline (nothing beat it)"]
+    return lines
+
+
+def what_won(report: dict[str, Any], trail: list[dict[str, Any]]) -> list[str]:
+    """Why the best won: by how much, at which shapes, what the diagnosis before it said and expected."""
+    best, lines = report["best"], ["", "## What won", ""]
+    ties = ", ".join(f"#{n}" for n in best.get("tied_with") or [])
+    tie_line = [f"- tied with {ties}: the interpreter cannot tell them apart (within its noise), so "
+                "neither ranks above the other"] if ties else []  # fmt: skip
+    if best.get("origin") == "baseline":
+        return lines + ["The baseline: nothing beat it."] + tie_line
+    claim = " (interpreted: a ranking, not a speed claim)" if report["device"]["interpreted"] else ""
+    lines.append(
+        f"#{best['n']} {best['module']} {best['config']} ({best['origin']}, round {best['round']}): "
+        f"{_fmt(report['speedup'], 3)}x the baseline's geomean{claim}."
+    )
+    rows = [r for r in report["per_shape"] if r.get("speedup")]
+    faster = [f"{shape_label(r['shape'])} {r['dtype']} {r['speedup']:.2f}x" for r in rows if r["speedup"] > 1]
+    slower = [f"{shape_label(r['shape'])} {r['dtype']} {r['speedup']:.2f}x" for r in rows if r["speedup"] <= 1]
+    if faster:
+        lines.append(f"- faster at {', '.join(faster)}")
+    if slower:
+        lines.append(f"- not faster at {', '.join(slower)}")
+    diagnosis = next((e["message"] for e in trail if e.get("node") == "diagnose" and e.get("round") == best["round"]
+                      and "diagnosis" in e), None)  # fmt: skip
+    if diagnosis:
+        expected = f"; it was expected to give: {best['expected_effect']}" if best.get("expected_effect") else ""
+        lines.append(f"- the diagnosis of round {best['round']}: {diagnosis}{expected}")
+    if best.get("rationale"):
+        lines.append(f"- proposed as: {best['rationale']}")
+    return lines + tie_line
+
+
+def _pauses(report: dict[str, Any]) -> list[str]:
+    if not report.get("pauses"):
+        return []
+    lines = ["", "## Pauses", ""]
+    for p in report["pauses"]:
+        who = "the unattended policy" if p["by"] == "policy" else "the human"
+        lines.append(f"- after round {p['round']}: {p['why']} -> {who} answered {p['answer']}")
+    return lines
 
 
 def _per_shape_table(report: dict[str, Any]) -> list[str]:
@@ -275,6 +332,8 @@ def _tried_table(report: dict[str, Any]) -> list[str]:
     ]
     for a in report["attempts"]:
         verdict = a["verdict"] if a["verdict"] == "pass" else f"{a['verdict']} ({a['error_type']})"
+        if a.get("tied_with_best"):
+            verdict += ", tied with the best"
         crit = "; ".join(a["critique"]["objections"] + a["critique"]["answers"])
         lines.append(
             f"| {a['n']} | {a['round']} | {a['module']} | `{json.dumps(a['config'])}` | {a['origin']} | "
@@ -347,7 +406,11 @@ def write_report(
     report = build_report(
         state, status, reason or (paused or {}).get("why", ""), target=step.task.spec.target,
         active_s=state.active_s + step.elapsed(), run_dir=str(folder.root), memory=memory, paused=paused,
+        shapes=step.task.spec.shapes,
     )  # fmt: skip
+    trail = read_trail(folder)
+    report["resumed"] = [{"t": e["t"], "round": e["round"], "message": e["message"]}
+                         for e in trail if e.get("node") == "resume"]  # fmt: skip
     report["sandbox"] = sandbox_description(state.device)
     if accounting is not None:
         report["accounting"] = accounting  # tokens, latency, cost per LLM role (empty for the expert policy)
@@ -356,7 +419,7 @@ def write_report(
         report["export"] = {k: v for k, v in exported.items() if k != "markdown"}
         extra_markdown = _export_markdown(exported)
     folder.write(REPORT_JSON, json.dumps(report, indent=2, default=str))
-    folder.write(REPORT_MD, render_markdown(report, read_trail(folder)) + extra_markdown)
+    folder.write(REPORT_MD, render_markdown(report, trail) + extra_markdown)
     plot_progress(state, folder.path(PROGRESS))
     return report
 
@@ -389,7 +452,8 @@ def report(state: RunState, step: Step) -> Update:
         index_run(step.folder.root)
     except ArtifactError as exc:  # a run folder without candidates/ has nothing to index
         step.audit(f"run not indexed: {exc}")
-    return {"stop": stop, "memory": memory}
+    # A stop set on the way in (graph.run's stop of a run stopped mid-step) arrives in this very step.
+    return {"memory": memory} if state.stop else {"stop": stop, "memory": memory}
 
 
 def remember_run(step: Step) -> dict[str, Any]:

@@ -41,6 +41,8 @@ class RunContext:
     cluster: str | None = None
     """Where candidates are evaluated: None this machine's judge, "local:N" or "tcp://HOST:PORT" a Dask
     cluster (chosen per process, so a run stopped by a lost cluster resumes on another or locally)."""
+    unattended: bool = False
+    """Never ask: the unattended policy (loop/unattended.py) answers every pause."""
 
 
 def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
@@ -49,7 +51,10 @@ def context_of(runtime: Runtime[RunContext] | None) -> RunContext:
 
 
 def folder_of(state: RunState, context: RunContext) -> RunFolder:
-    return RunFolder(context.run_dir or state.run_dir)
+    root = context.run_dir or state.run_dir
+    if not root:
+        raise ValueError("the run folder is unknown: pass RunContext(run_dir=...) (graph.run does)")
+    return RunFolder(root)
 
 
 # -- the task --------------------------------------------------------------------------------------

@@ -59,7 +59,9 @@ def setup(state: RunInput, step: Step) -> Update:
         "model": state.model or "expert",
         "critic_model": state.critic_model,
         "seed": state.seed,
-        "run_dir": str(step.folder.root),
+        # A caller that says where the folder is (the CLI) keeps that out of the state, so a copy of the
+        # folder resumes as itself; without one (Studio) the state must name it.
+        "run_dir": "" if step.context.run_dir else str(step.folder.root),
         "started_at": started_at,
         **first_state(task, settings, baseline, step.elapsed()),
         "memory": memory,

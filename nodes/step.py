@@ -25,6 +25,7 @@ from tools.run_folder import RunFolder
 from tools.task import Task
 
 Update = dict[str, Any]
+AFTER_A_ROUND = ("human", "report")
 
 
 class Step:
@@ -59,7 +60,11 @@ class Step:
 
     @property
     def round(self) -> int:
-        return self.state.round if isinstance(self.state, RunState) else 0
+        """The round a line of the trail belongs to: the one being prepared or evaluated; for the report
+        and a pause, which come after a round, the last one evaluated."""
+        if not isinstance(self.state, RunState):
+            return 0
+        return self.state.rounds_done if self.node in AFTER_A_ROUND else self.state.round
 
     def audit(self, message: str, *, key: str | None = None, **fields: Any) -> None:
         """One line in the audit trail (once per round, node and key)."""

@@ -167,9 +167,10 @@ def test_every_timed_method_is_checked_by_the_evaluators_rule_first():
         check_outputs((wrong,), expected, task, "float32")
 
 
-def test_an_unattended_search_answers_continue_when_the_run_pauses(tmp_path):
-    """Nobody watches a suite run: a stall that asks the human is answered "continue" and the run ends
-    on its budget, with a report, instead of stopping the suite at the first question."""
+def test_an_unattended_search_has_the_policy_answer_every_pause(tmp_path):
+    """Nobody watches a suite run: it runs graph.run --unattended, so a stall is answered by the policy
+    (continue) and the run ends on its budget with a report that lists each pause, instead of stopping
+    the suite at the first question."""
     import argparse
 
     from bench.suite import search
@@ -180,11 +181,12 @@ def test_an_unattended_search_answers_continue_when_the_run_pauses(tmp_path):
         set=["routing.stall_rounds=1", "routing.stall_improvement=0.99", "budget.candidates_per_round=2"],
     )  # fmt: skip
     summary = search("axpy", tmp_path, args, task_dir=REPO / "tests" / "fixtures" / "tasks" / "axpy")
-    assert summary["answered_continue"] == 2, (tmp_path / "runs" / "axpy.log").read_text()[-3000:]
-    assert summary["exit_code"] == 0 and summary["status"] == "budget_exhausted" and summary["rounds"] == 3
     log = (tmp_path / "runs" / "axpy.log").read_text()
-    assert log.count("[suite] unattended: answering 'continue'") == 2
-    assert "paused 2 time(s) for a human" in markdown({"tasks": {"axpy": {"search": summary}}})
+    assert summary["exit_code"] == 0 and summary["status"] == "budget_exhausted" and summary["rounds"] == 3, log[-3000:]
+    assert [(p["by"], p["answer"].split(" ", 1)[0]) for p in summary["pauses"]] == [("policy", "continue")] * 2
+    assert "paused 2 time(s), answered by the unattended policy (continue, continue)" in markdown(
+        {"tasks": {"axpy": {"search": summary}}}
+    )
 
 
 # -- the time stage on the CPU ----------------------------------------------------------------------------

@@ -471,7 +471,7 @@ def test_a_candidate_beyond_the_roofline_cannot_be_approved(tmp_path):
 
 
 def test_approve_names_what_cannot_be_approved(tmp_path):
-    from nodes.human import AnswerError, parse_answer
+    from nodes.answers import AnswerError, parse_answer
 
     spaces: dict = {}
     attempts = [

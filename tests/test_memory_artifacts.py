@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,16 @@ def test_show_prints_the_table(
     printed = capsys.readouterr().out
     assert ids["fast"] in printed and "compile_error" in printed and "4 candidates" in printed
     assert main(["reeval", str(folder / "nowhere")]) == 2
+
+
+def test_a_piped_table_is_not_cut_to_80_columns(run: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    folder, ids = run
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    done = subprocess.run([sys.executable, "-m", "memory.artifacts", "show", str(folder)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert all(identity in done.stdout for identity in ids.values()) and "…" not in done.stdout
+    assert str(folder) in done.stdout  # the title too
 
 
 @pytest.mark.slow

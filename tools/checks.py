@@ -111,21 +111,25 @@ class Checks:
                               details={**where, "input": i, "index": index})  # fmt: skip
 
     def interpreted_times(self) -> list[dict]:
-        """Wall time of three interpreted calls per CPU shape (ranks only), each call's outputs checked; the
-        kernels launched at those shapes join the resources, as a GPU's timed shapes do."""
+        """Wall time of five interpreted calls per CPU shape (ranks only), each call's outputs checked; the
+        kernels launched at those shapes join the resources, as a GPU's timed shapes do. ``spread`` is
+        median/min over the calls: the noise of a busy CPU, which loop.ties holds rankings against."""
         rows: list[dict] = []
         timed: list[dict] = []
         for shape, dtype in self.task.workload("cpu"):
             entry = self.judge.entry(shape, dtype, 0, "correctness")
             samples = []
-            for _ in range(3):
+            # Five calls, so load that comes and goes while they run shows in the spread (median/min,
+            # which one stray call does not move). Load that lasts a whole candidate does not show here.
+            for _ in range(5):
                 out, reply = self.s.call(entry, "correctness", shape)
                 self.values(out, entry, {"shape": shape, "dtype": dtype, "seed": 0})
                 samples.append(reply["wall_us"])
                 kernels = reply.get("kernels", [])
             samples.sort()
-            rows.append({"shape": shape, "dtype": dtype, "median_us": samples[1], "min_us": samples[0],
-                         "spread": samples[1] / samples[0], "method": "interpreter"})  # fmt: skip
+            median = samples[len(samples) // 2]
+            rows.append({"shape": shape, "dtype": dtype, "median_us": median, "min_us": samples[0],
+                         "spread": median / samples[0], "method": "interpreter"})  # fmt: skip
             timed.extend(kernels)
         self.s.resources["kernels"] = merge_launch_resources(timed, self.s.resources.get("kernels", []))
         return rows

@@ -418,11 +418,34 @@ def _render(result: EvalResult) -> str:
     return "\n".join(lines)
 
 
+CONFIG_EXAMPLE = """'{"BLOCK": 1024, "num_warps": 4}'"""
+
+
+def _candidate_source(path: str) -> str:
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"candidate file not found: {file}" + (" (a folder)" if file.is_dir() else ""))
+    return file.read_text()
+
+
+def _config(text: str) -> dict[str, Any]:
+    """--config as a JSON object; anything else is refused with what the flag wants."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        raise ValueError(f"--config takes a JSON object of search-space values, e.g. {CONFIG_EXAMPLE}; got {text!r}")
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument("task", help="task folder or its task.json")
     parser.add_argument("candidate", help="candidate module (.py)")
-    parser.add_argument("--config", default=None, help="JSON object; default: the task's baseline config")
+    parser.add_argument(
+        "--config", default=None, help=f"a JSON object, e.g. {CONFIG_EXAMPLE}; default: the task's baseline config"
+    )
     parser.add_argument("--module", default=None, help="which task module's search space the config is in")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--json", action="store_true", help="print one EvalResult as JSON")
@@ -430,13 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         task = load_task(args.task)
-        source = Path(args.candidate).read_text()
+        source = _candidate_source(args.candidate)
         module = args.module or (
-            Path(args.candidate).name if Path(args.candidate).name in task.module_names else task.baseline_name
+            Path(args.candidate).name if Path(args.candidate).name in task.module_names else task.default_module
         )
-        config = json.loads(args.config) if args.config else task.default_config(module)
-        if not isinstance(config, dict):
-            raise ValueError("--config must be a JSON object")
+        config = _config(args.config) if args.config else task.default_config(module)
         device = resolve_device(args.device)
     except (TaskError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -418,3 +418,9 @@ def torch_dtype(name: str):
     import torch
 
     return getattr(torch, name)
+
+
+if __name__ == "__main__":  # python -m tools.task TASK [--run]: check a task (tools/task_cli.py)
+    from tools.task_cli import main
+
+    sys.exit(main())

@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from memory import open_case_library
 from memory.cases.model import Case, read_cases
+from memory.console import console
 from memory.home import default_case_store
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = console()
+err = console(stderr=True)
 
 
 class BadInput(Exception):
