@@ -6,7 +6,7 @@ from typing import Any
 
 from loop.records import ShapeRow
 from loop.roles import BOTTLENECKS, AgentContext, Diagnosis
-from loop.scoring import judged_at, judged_roofline
+from loop.scoring import ceiling_name, judged_at, judged_pct, lowest_judged
 
 DERIVED_CONFIDENCE_CAP = 0.6
 NO_SNAPSHOT_CONFIDENCE = 0.2
@@ -48,11 +48,14 @@ def _history_evidence(ctx: AgentContext) -> list[str]:
             f"{baseline['geomean_us'] / best['geomean_us']:.2f}x the baseline"
         )
     min_dims = ctx.target.get("min_dims")
-    pct = judged_roofline([ShapeRow.model_validate(r) for r in best.get("per_shape") or []], min_dims)
-    if pct is not None and ctx.target.get("roofline_pct"):
-        notes.append(f"{pct:.0f}% of the roofline at the lowest judged shape ({judged_at(min_dims)})")
-    elif pct is not None:
-        notes.append(f"{pct:.0f}% of the roofline at its lowest shape")
+    rows = [ShapeRow.model_validate(r) for r in best.get("per_shape") or []]
+    row = lowest_judged(rows, min_dims)
+    if row is not None and ctx.target.get("roofline_pct"):
+        notes.append(
+            f"{judged_pct(row):.0f}% of {ceiling_name(row)} at the lowest judged shape ({judged_at(min_dims)})"
+        )
+    elif row is not None:
+        notes.append(f"{judged_pct(row):.0f}% of {ceiling_name(row)} at its lowest shape")
     if best.get("interpreted"):
         notes.append("timings are Triton-interpreter wall times: they rank configs, they are no speed claim")
     recent = [h for h in ctx.history if h.get("round") == ctx.round - 1 and h.get("verdict") == "fail"]

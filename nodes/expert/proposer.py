@@ -8,8 +8,8 @@
   restarts, more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
-- memory_bound with every shape the roofline target judges (target.min_dims) near the roofline: nothing
-  left to gain, say so and stop; likewise when every config of the space has been evaluated.
+- Every shape the roofline target judges (target.min_dims) near its same-size ceiling: nothing left to
+  gain, say so and stop; likewise when every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 - Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
@@ -29,7 +29,7 @@ from typing import Any
 
 from loop.records import Attempt, ShapeRow
 from loop.roles import AgentContext, Proposal, Proposed
-from loop.scoring import fastest_at_each_shape, judged_at, judged_roofline
+from loop.scoring import ceiling_name, fastest_at_each_shape, judged_at, judged_pct, lowest_judged
 from memory.cases.model import source_digest
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
@@ -254,21 +254,18 @@ class ExpertProposer:
         return picks
 
     def _near_roofline(self, ctx: AgentContext) -> str:
-        """Why to stop: memory_bound and every shape the roofline target judges (target.min_dims, as
-        routing's target_met reads it; every shape without it) near the roofline."""
-        if not ctx.diagnosis or ctx.diagnosis.bottleneck != "memory_bound":
-            return ""
+        """Why to stop: every shape the roofline target judges (target.min_dims, as routing's target_met
+        reads it; every shape without it) near its ceiling. The same-size copy is a measured bound of
+        each size, so a kernel that close to it has nothing left for tuning, whatever the label."""
         min_dims = ctx.target.get("min_dims")
         rows = [ShapeRow.model_validate(r) for r in (ctx.best or {}).get("per_shape") or []]
-        lowest = judged_roofline(rows, min_dims)
-        if lowest is None:
+        row = lowest_judged(rows, min_dims)
+        if row is None or judged_pct(row) < self.search["near_roofline_pct"]:
             return ""
-        if lowest >= self.search["near_roofline_pct"]:
-            return (
-                f"memory_bound and every judged shape ({judged_at(min_dims)}) at >= {lowest:.0f}% of the "
-                f"roofline (threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
-            )
-        return ""
+        return (
+            f"every judged shape ({judged_at(min_dims)}) at >= {judged_pct(row):.0f}% of {ceiling_name(row)} "
+            f"(threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
+        )
 
     def _revise(self, ctx: AgentContext) -> list[Proposal]:
         out = []
@@ -425,7 +422,7 @@ def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
     targeted = bool(ctx.target.get("roofline_pct"))
     min_dims = ctx.target.get("min_dims")
     judged = [label for label, (_, row) in best.items() if targeted and meets_min_dims(row.shape, min_dims)]
-    judged.sort(key=lambda label: best[label][1].roofline_pct or math.inf)
+    judged.sort(key=lambda label: judged_pct(best[label][1]) or math.inf)
     others = [label for label in best if label not in judged]
     turn = ctx.round % len(others) if others else 0
     return {label: record[best[label][0]] for label in judged + others[turn:] + others[:turn]}
