@@ -61,6 +61,7 @@ class WatchdogSettings(_Strict):
 class ProfilerSettings(_Strict):
     ncu: bool
     timeout_s: float = Field(gt=0)
+    launch_bound_below_pct: float = Field(default=50, gt=0, le=100)
 
 
 class MemorySettings(_Strict):

@@ -342,31 +342,3 @@ def test_exploration_covers_the_space_before_repeating():
             seen.add(k)
             history.append(attempt(len(history), p.module, p.config, 90.0, rnd))
     assert len(seen) == total - 1
-
-
-def test_the_gpu_profile_is_taken_where_the_best_is_furthest_below_the_roofline():
-    """Measured on the H200: naive gqa_decode reads 2.7% of the copy bandwidth at B=1 (32 programs) and
-    39% at B=128; profiling the largest shape hid the starved one, and the search never split S."""
-    from pathlib import Path
-
-    from nodes.diagnose import profiled_workload
-    from tools.results import EvalResult, Metrics, ShapeTiming
-    from tools.task import load_task
-
-    task = load_task(Path(__file__).parent.parent / "tasks" / "gqa_decode")
-    pct = {1: 2.7, 8: 21.2, 32: 38.4, 128: 39.2}
-    rows = [
-        ShapeTiming(
-            shape=shape, dtype=dtype, median_us=100.0, min_us=99.0, spread=1.0, roofline_pct=pct[shape["B"]]
-        )
-        for shape, dtype in task.workload("cuda")
-    ]
-    result = EvalResult(verdict="pass", stage="done", metrics=Metrics(per_shape=rows))
-    assert profiled_workload(task, "cuda", result) == ({"B": 1, "S": 32768}, "bfloat16")
-    # without roofline numbers (the interpreter) the largest shape is profiled
-    assert profiled_workload(task, "cpu", result)[0] == max(
-        (s for s, _ in task.workload("cpu")), key=lambda s: math.prod(s.values())
-    )
-    from nodes.diagnose import largest_workload
-
-    assert profiled_workload(task, "cuda", None) == largest_workload(task, "cuda")

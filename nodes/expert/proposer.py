@@ -4,7 +4,8 @@
   variants included as one more dimension.
 - Local search: one-step neighbours of the top ``top_k`` passing configs, round-robin over the parents,
   each parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles,
-  more splits; register_spills: smaller tiles, more warps; ...). A share of each round goes to random
+  more splits; register_spills: smaller tiles, more warps; ...), never steered by a diagnosis read at
+  a shape already at its ceiling. A share of each round goes to random
   restarts, more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
@@ -27,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from loop.headroom import ShapeStanding, standing_of
 from loop.records import Attempt, ShapeRow
 from loop.roles import AgentContext, Proposal, Proposed
 from loop.scoring import ceiling_name, fastest_at_each_shape, judged_at, judged_pct, lowest_judged
@@ -216,6 +218,11 @@ class ExpertProposer:
         confidence = ctx.diagnosis.confidence if ctx.diagnosis else 0.0
         steering = STEERING.get(bottleneck or "", {})
         hints = VARIANT_HINTS.get(bottleneck or "", ())
+        where = _diagnosed_at(ctx)
+        if where is not None and where.at_ceiling:
+            steering, hints = {}, ()  # no fix for a shape already at its ceiling
+        if bottleneck and where is not None:
+            bottleneck = f"{bottleneck} at {where.label}"
         tried_modules = {h.get("module") for h in ctx.history}
         modules = list(ctx.search_spaces)
         queues = []
@@ -405,6 +412,13 @@ def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
     if entry:
         return entry
     return 0.0, "", "ranks a neighbour of a top config"
+
+
+def _diagnosed_at(ctx: AgentContext) -> ShapeStanding | None:
+    """The standing of the shape the diagnosis was read at (the snapshot's), when known."""
+    snap = ctx.snapshot or {}
+    standings = [ShapeStanding.model_validate(s) for s in ctx.standings]
+    return standing_of(standings, snap.get("shape"), snap.get("dtype"))
 
 
 def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
