@@ -483,7 +483,7 @@ def _fit(module: str, config: dict[str, Any], ctx: AgentContext, seen) -> dict[s
                     continue
                 visited.add(key)
                 if not seen(module, move["config"]) and not resource_problems(
-                    module, move["config"], ctx.device_limits, ctx.history
+                    module, move["config"], ctx.device_limits, ctx.history, ctx.module_sources.get(module)
                 ):
                     return move["config"]
                 nxt.append(move["config"])
