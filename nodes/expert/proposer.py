@@ -10,7 +10,9 @@
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
 - Every shape the roofline target judges (target.min_dims) near its same-size ceiling: nothing left to
-  gain, say so and stop; likewise when every config of the space has been evaluated.
+  gain, say so and stop; likewise when the search has converged (nodes/expert/convergence.py: every
+  one-step neighbour of the top configs evaluated and rounds in a row without a 1% gain) and when
+  every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 - Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
@@ -33,6 +35,7 @@ from loop.records import Attempt, ShapeRow
 from loop.roles import AgentContext, Proposal, Proposed
 from loop.scoring import ceiling_name, fastest_at_each_shape, judged_at, judged_pct, lowest_judged
 from memory.cases.model import source_digest
+from nodes.expert.convergence import anchors, converged, rounds_without_gain, unexplored
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from tools.candidate import candidate_identity
@@ -102,6 +105,10 @@ class ExpertProposer:
         stop = self._near_roofline(ctx)
         if stop:
             return Proposed(reason=stop, converged=True)
+        if ctx.mode == "explore":
+            stop = converged(ctx, self.search, self._done(ctx))
+            if stop:
+                return Proposed(reason=stop, converged=True)
         picks = self._search(ctx)
         if picks:
             return Proposed(proposals=picks)
@@ -174,6 +181,17 @@ class ExpertProposer:
 
         return seen
 
+    def _done(self, ctx: AgentContext) -> Callable[[str, dict[str, Any]], bool]:
+        """Whether a point was evaluated, or is ruled out as the search rules points out."""
+        evaluated, failed_before = self._seen(ctx), _failed_in_memory(ctx)
+        avoid = _avoided_values(ctx.history)
+
+        def done(module: str, config: dict[str, Any]) -> bool:
+            key = point_key(module, config)
+            return evaluated(module, config) or key in failed_before or _uses_avoided(module, config, avoid)
+
+        return done
+
     def _parents(self, ctx: AgentContext) -> list[dict[str, Any]]:
         """Top-k passing attempts, excluding those slower than the pruning bound, then the fastest
         attempt at each shape that is not among them (marked ``leads``): the winner may be a per-bucket
@@ -204,12 +222,17 @@ class ExpertProposer:
         return top
 
     def _restart_fraction(self, ctx: AgentContext) -> float:
+        """More restarts after a round without improvement, once the neighbourhoods the convergence
+        rule checks are evaluated (until then they come first, with the usual share of restarts)."""
         threshold = self.search["plateau_improvement"]
-        plateau = _rounds_without_improvement(ctx.history, threshold) >= 1 and ctx.round > 2
-        return self.search["plateau_restart_fraction" if plateau else "restart_fraction"]
+        plateau = rounds_without_gain(ctx.history, threshold) >= 1 and ctx.round > 2
+        checking = any(unexplored(ctx, a, self._done(ctx)) for a in anchors(ctx, self.search))
+        return self.search["plateau_restart_fraction" if plateau and not checking else "restart_fraction"]
 
     def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
-        """Neighbours of the parents: half the slots to the best one, the rest round-robin over all.
+        """Neighbours of the parents: a quarter of the slots to shape leaders, then every one of the
+        configs the convergence rule checks (the top configs since the last gain), then half the slots
+        to the best one, the rest round-robin over all.
 
         Each parent's moves are ordered by steering score x the diagnosis' confidence plus a random
         jitter, so a confident diagnosis steers and an unsure one leaves the order mostly random.
@@ -225,8 +248,11 @@ class ExpertProposer:
             bottleneck = f"{bottleneck} at {where.label}"
         tried_modules = {h.get("module") for h in ctx.history}
         modules = list(ctx.search_spaces)
+        parents = self._parents(ctx)
+        checked = [] if ctx.mode == "reflect" else anchors(ctx, self.search)
+        parents += [a for a in checked if a.get("n") not in {p.get("n") for p in parents}]
         queues = []
-        for rank, parent in enumerate(self._parents(ctx)):
+        for rank, parent in enumerate(parents):
             scored = []
             for move in neighbours(parent["module"], parent["config"], ctx.search_spaces, modules):
                 if seen(move["module"], move["config"]) or _uses_avoided(
@@ -244,7 +270,11 @@ class ExpertProposer:
         tops = [rank for rank, parent, _ in queues if not parent.get("leads")]
         leads = [rank for rank, parent, _ in queues if parent.get("leads")]
         turns = [rank for pair in itertools.zip_longest(leads, tops[1:]) for rank in pair if rank is not None]
-        order = [0] * math.ceil(n / 2) + (turns + [0]) * n
+        # A quarter of the slots to shape leaders (judged shapes first; the others rotate with the round),
+        # then every move of the checked configs, then as above.
+        checked_n = {a.get("n") for a in checked}
+        first = [rank for rank, parent, scored in queues for _ in scored if parent.get("n") in checked_n]
+        order = leads[: math.ceil(n / 4)] + first + [0] * math.ceil(n / 2) + (turns + [0]) * n
         picks: list[Proposal] = []
         taken: set[str] = set()
         for rank in order:
@@ -381,21 +411,6 @@ def _failed_in_memory(ctx: AgentContext) -> set[str]:
 
 def _uses_avoided(module: str, config: dict[str, Any], avoid: set) -> bool:
     return any((module, k, repr(v)) in avoid for k, v in config.items())
-
-
-def _rounds_without_improvement(history: list[dict[str, Any]], threshold: float = 0.01) -> int:
-    per_round: dict[int, float] = {}
-    for h in history:
-        if h.get("verdict") == "pass" and h.get("geomean_us"):
-            r = h.get("round", 0)
-            per_round[r] = min(per_round.get(r, math.inf), h["geomean_us"])
-    best, stale = math.inf, 0
-    for r in sorted(per_round):
-        if per_round[r] < best * (1 - threshold):
-            best, stale = per_round[r], 0
-        else:
-            stale += 1
-    return stale
 
 
 def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:

@@ -142,4 +142,3 @@ def neighbours(
                 }
             )
     return moves
-
