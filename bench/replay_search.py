@@ -8,8 +8,9 @@ replay runs the expert proposer and critic round by round as the graph does (rou
 instead of the GPU, and stops where the graph would: the target met (judged against each shape's
 ceiling), the proposer converged or out of proposals, or the rounds spent. No profiler runs, so the
 search is unsteered (no diagnosis): a replay measures the strategy, not the steering. Held candidates
-stay failures (nobody approves them). Prints, per seed: rounds, evaluations (and their share of the
-space), the best found against the brute-force best, and why it stopped; exit 2 on a bad table.
+stay failures (nobody approves them). Prints, per seed: rounds, configs evaluated (the baseline's
+included) and their share of the space, the best found against the brute-force best, and why it
+stopped; exit 2 on a bad table.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class BruteForce(BaseModel):
 class Outcome:
     seed: int
     rounds: int
-    evaluated: int
+    evaluated: int  # configs of the space evaluated, the baseline's included
     best_us: float | None
     brute_us: float | None
     stop: str
@@ -146,7 +147,7 @@ def replay(task: Task, brute: BruteForce, seed: int, settings: Settings) -> Outc
                 history.append(_attempt(len(history), rnd, table[key], task, "expert"))
     found = min((h["geomean_us"] for h in history if h["verdict"] == "pass"), default=None)
     brute_best = brute.best()
-    return Outcome(seed, rounds, len(history) - 1, found, brute_best.geomean_us if brute_best else None, stop)
+    return Outcome(seed, rounds, len(history), found, brute_best.geomean_us if brute_best else None, stop)
 
 
 def _seeds(text: str) -> list[int]:

@@ -146,6 +146,25 @@ def test_the_report_says_why_the_search_stopped(tmp_path):
     assert run.state["rounds_done"] < 20 and len(run.state["attempts"]) - 1 < len(table)
     report = (tmp_path / "run" / "report.md").read_text()
     assert report.startswith("# axpy: converged") and f"- reason: {stop['reason']}" in report
+    # The session summary sets the run beside its brute force (here: the scripted table itself).
+    out = tmp_path / "session"
+    (out / "runs" / "axpy").mkdir(parents=True)
+    (out / "brute").mkdir()
+    (out / "runs" / "axpy" / "report.json").write_text((tmp_path / "run" / "report.json").read_text())
+    measured = [{"module": "baseline.py", "config": json.loads(k), "verdict": "pass", "geomean_us": r.metrics.geomean_us}
+                for k, r in table.items()]  # fmt: skip
+    (out / "brute" / "axpy.json").write_text(
+        json.dumps({"task": "axpy", "space_size": 28, "measured": measured})
+    )
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "unseen_summary.py"), str(out)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| axpy | converged: every"))
+    evaluated = len(run.state["attempts"])  # the baseline's config included
+    assert f"| {evaluated} ({100 * evaluated / 28:.0f}%) | 28 |" in row and row.endswith(
+        "| 80.00 | 80.00 | 0.0 |"
+    )
+    assert (out / "unseen.md").read_text() == done.stdout
 
 
 def test_the_replay_command_reads_a_brute_force_table_and_says_how_the_search_did(tmp_path):
