@@ -5,7 +5,7 @@ The tile is read from the module's source (``nodes/expert/kernel_roles.py``): pe
 product of the config keys that size its blocks, the largest over the kernels; a loop-count constexpr
 (``range(ROWS)``) never enters it. Without a readable source, the key names decide (BLOCK_*, ROWS, ...).
 
-The rules, each a ``Finding``:
+The rules (``resource_findings`` returns what they say as ``Findings``):
 - threads per program (num_warps x 32) over the device's limit: a hard limit, always an objection;
 - the compiler's own word: a compiled candidate of the module with no more tile elements per thread
   and no more stages that spilled registers, or one that failed with resource_limit with tiles no larger
@@ -36,9 +36,9 @@ REGISTER_OVERHEAD = 24.0
 STAGED_BYTES_PER_ELEMENT = 2.0
 MIN_VALIDATED = 3
 NEAR_LIMIT = 0.75
-# The estimate's error: compiled with ptxas for sm_90, two bf16 kernels of 4-256 tile elements per thread
-# (tests/test_resources.py) are predicted within about 30% by a line fitted to the others, a one-row 2-D
-# block the worst (139 registers where 16 more elements per thread took 97).
+# The estimate's error: compiled with ptxas for sm_90 (tests/sm90_resources.py), the registers of bf16
+# kernels with 1-D and 2-D blocks of 4-64 elements per thread (scale_shift, colsum) sit up to about 30%
+# off a line fitted to the others: configs of the same elements per thread took 153-211 registers.
 MARGIN = 0.3
 
 
@@ -68,7 +68,6 @@ class Tiles:
 
     def __init__(self, source: str | None, keys: list[str]):
         sets = tile_key_sets(source) if source else None
-        self.read_from_source = sets is not None
         self.sets = sets if sets is not None else [{k for k in keys if key_role(k) == "tile"}]
         self.keys = sorted({k for s in self.sets for k in s} & set(keys))
 
