@@ -27,7 +27,10 @@ class ShapeRow(BaseModel):
     min_us: float | None = None
     spread: float | None = Field(default=None, description="median/min over the repeats: the noise seen")
     gbps: float | None = None
-    roofline_pct: float | None = None
+    roofline_pct: float | None = Field(default=None, description="% of the device's copy bandwidth (1 GiB)")
+    ceiling_pct: float | None = Field(
+        default=None, description="% of this size's ceiling: a copy of the same bytes over the median (GPU)"
+    )
     method: str | None = None
 
 
@@ -57,7 +60,8 @@ class Attempt(BaseModel):
     geomean_us: float | None = None
     per_shape: list[ShapeRow] = []
     roofline_pct: float | None = Field(
-        default=None, description="the lowest roofline % at the shapes a roofline target judges"
+        default=None,
+        description="the lowest % of the ceiling at the shapes a roofline target judges (loop.scoring.judged_pct)",
     )
     resources: dict[str, Any] = {}
     interpreted: bool = Field(default=True, description="Triton-interpreter wall times: a ranking only")

@@ -97,6 +97,10 @@ class AgentContext(BaseModel):
     target: dict[str, Any] = Field(
         default_factory=dict, description="the task's target: speedup, roofline_pct, min_dims (judged shapes)"
     )
+    standings: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="each timed shape of the best against its ceiling (loop.headroom.ShapeStanding)",
+    )
 
 
 @runtime_checkable

@@ -13,13 +13,29 @@ from tools.dispatch import ShapeKey, geomean, shape_key
 from tools.task import Target, meets_min_dims
 
 
+def judged_pct(row: ShapeRow) -> float | None:
+    """How close one timed shape is to its ceiling, in %: of the same-size copy where the judge timed one
+    (``ceiling_pct``: a short op pays the ramp-up and tail a copy of its bytes pays too), else of the
+    device's copy bandwidth (``roofline_pct``, records without a ceiling). None on a CPU."""
+    return row.ceiling_pct if row.ceiling_pct is not None else row.roofline_pct
+
+
+def ceiling_name(row: ShapeRow) -> str:
+    """What ``judged_pct`` of this row is a % of, in words."""
+    return "the same-size ceiling" if row.ceiling_pct is not None else "the copy bandwidth"
+
+
+def lowest_judged(per_shape: Iterable[ShapeRow], min_dims: dict[str, int] | None = None) -> ShapeRow | None:
+    """The row a roofline target is judged on: the lowest ``judged_pct`` among the per-shape rows (every
+    dtype) whose shape has every dim >= ``min_dims`` (task.json target.min_dims; every row when None)."""
+    rows = [r for r in per_shape if judged_pct(r) is not None and meets_min_dims(r.shape, min_dims)]
+    return min(rows, key=judged_pct) if rows else None
+
+
 def judged_roofline(per_shape: Iterable[ShapeRow], min_dims: dict[str, int] | None = None) -> float | None:
-    """The roofline % a roofline target is judged on: the lowest among the per-shape rows (every dtype)
-    whose shape has every dim >= ``min_dims`` (task.json target.min_dims; every row when None)."""
-    pcts = [
-        r.roofline_pct for r in per_shape if r.roofline_pct is not None and meets_min_dims(r.shape, min_dims)
-    ]
-    return min(pcts) if pcts else None
+    """The % a roofline target is judged on (``judged_pct`` of ``lowest_judged``)."""
+    row = lowest_judged(per_shape, min_dims)
+    return judged_pct(row) if row is not None else None
 
 
 def judged_at(min_dims: dict[str, int] | None) -> str:
@@ -67,13 +83,12 @@ def target_met(best: Attempt, baseline: Attempt, target: Target) -> str | None:
         speedup = baseline.geomean_us / best.geomean_us
         if speedup >= target.speedup:
             return f"speedup {speedup:.2f}x >= target {target.speedup}x"
-    if target.roofline_pct:
-        pct = judged_roofline(best.per_shape, target.min_dims)
-        if pct is not None and pct >= target.roofline_pct:
-            return (
-                f"{pct:.1f}% of the roofline at the lowest judged shape ({judged_at(target.min_dims)}) "
-                f">= target {target.roofline_pct:g}%"
-            )
+    row = lowest_judged(best.per_shape, target.min_dims) if target.roofline_pct else None
+    if row is not None and judged_pct(row) >= target.roofline_pct:
+        return (
+            f"{judged_pct(row):.1f}% of {ceiling_name(row)} at the lowest judged shape "
+            f"({judged_at(target.min_dims)}) >= target {target.roofline_pct:g}%"
+        )
     return None
 
 

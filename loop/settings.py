@@ -52,6 +52,9 @@ class SearchSettings(_Strict):
     plateau_improvement: float = Field(default=0.01, ge=0, lt=1)
     fill_llm_rounds: bool = True
     near_roofline_pct: float = Field(gt=0)
+    converge_top: int = Field(default=2, ge=1)
+    converge_rounds: int = Field(default=2, ge=1)
+    converge_gain: float = Field(default=0.01, ge=0, lt=1)
 
 
 class WatchdogSettings(_Strict):
@@ -61,6 +64,7 @@ class WatchdogSettings(_Strict):
 class ProfilerSettings(_Strict):
     ncu: bool
     timeout_s: float = Field(gt=0)
+    launch_bound_below_pct: float = Field(default=50, gt=0, le=100)
 
 
 class MemorySettings(_Strict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from loop.headroom import ShapeStanding, profile_choice, standing_of
 from loop.records import Attempt, Decision
 from loop.roles import Diagnosis
 from loop.state import RunState
@@ -13,6 +14,7 @@ from memory.cases import SnapshotSummary
 from nodes.case_memory import combined_confidence, library_for_run, recall
 from nodes.step import Step, Update, node
 from nodes.view import agent_context
+from nodes.view import standings as shape_standings_of
 from profiles.derived import derived_snapshot
 from profiles.render import render_snapshot
 from profiles.snapshot import snapshots_from_csv
@@ -92,30 +94,42 @@ def largest_workload(task: Task, device: str) -> tuple[dict[str, int], str]:
     return max(task.workload(device), key=lambda sd: math.prod(sd[0].values()))
 
 
-def profiled_workload(task: Task, device: str, result: Any) -> tuple[dict[str, int], str]:
-    """The shape to profile: on a GPU the one furthest below the roofline (the most headroom for the
-    geomean objective: gqa_decode at B=1 is starved of programs while B=128 is not), else the largest.
-    Interpreter times say nothing about the roofline, so CPU runs profile the largest shape."""
-    rows = [r for r in (result.metrics.per_shape if result is not None else []) if r.roofline_pct]
-    if device != "cuda" or not rows:
-        return largest_workload(task, device)
-    worst = min(rows, key=lambda r: (r.roofline_pct, -math.prod(r.shape.values())))
-    return dict(worst.shape), worst.dtype
+def profiled_shapes(
+    task: Task, device: str, standings: list[ShapeStanding]
+) -> list[tuple[dict[str, int], str]]:
+    """The shapes to profile (loop.headroom.profile_choice): first the one furthest from its ceiling,
+    weighted by its share of the geomean (gqa_decode at B=1 is starved of programs; scale_shift at
+    M=1 is at its ceiling and M=2048 is not), then the largest judged shape. Interpreter times carry
+    no ceiling, so a CPU run profiles the largest shape."""
+    choice = profile_choice(standings)
+    if not choice:
+        return [largest_workload(task, device)]
+    return [(dict(s.shape), s.dtype or task.dtypes[0]) for s in choice]
 
 
 def take_snapshot(step: Step, best: Attempt) -> tuple[dict[str, Any] | None, str]:
-    """(snapshot of the best at the shape with the most headroom, why ncu was not used or "")."""
+    """(snapshot of the best at the first profiled shape, the others under ``others``; why ncu was not
+    used or ""). Each snapshot names its ``shape``, ``dtype`` and ``standing`` against its ceiling."""
     state, settings = step.run, step.run.settings
     result = step.folder.load_result(best.identity)
-    shape, dtype = profiled_workload(step.task, state.device, result)
-    note = ""
-    if state.device == "cuda" and settings.profiler.ncu and not state.profiler.get("ncu_unavailable"):
-        snap, note = _ncu_snapshot(step, best, shape, dtype)
+    standings = shape_standings_of(state, step.task)
+    ncu = state.device == "cuda" and settings.profiler.ncu and not state.profiler.get("ncu_unavailable")
+    snaps, note = [], ""
+    for shape, dtype in profiled_shapes(step.task, state.device, standings):
+        snap = None
+        if ncu and not note:
+            snap, note = _ncu_snapshot(step, best, shape, dtype)
+        if snap is None and result is not None:
+            snap = derived_snapshot(result.model_dump(), shape, sm_count=settings.device_limits.sm_count)
         if snap is not None:
-            return snap, ""
-    if result is None:
+            standing = standing_of(standings, shape, dtype)
+            snaps.append(
+                {**snap, "shape": shape, "dtype": dtype, "standing": standing and standing.model_dump()}
+            )
+    if not snaps:
         return None, note
-    return derived_snapshot(result.model_dump(), shape, sm_count=settings.device_limits.sm_count), note
+    primary, *others = snaps
+    return ({**primary, "others": others} if others else primary), note
 
 
 def _ncu_snapshot(

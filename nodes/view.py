@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loop.headroom import ShapeStanding, shape_standings
 from loop.roles import AgentContext, ProposeMode
 from loop.state import RunState
 from nodes.runtime import module_source, searchable_modules, space_module
@@ -16,6 +17,17 @@ HISTORY_KEYS = {
     "verdict", "stage", "error_type", "message", "geomean_us", "per_shape", "resources", "roofline_pct",
     "interpreted",
 }  # fmt: skip
+
+
+def standings(state: RunState, task: Task) -> list[ShapeStanding]:
+    """The best's timed shapes against their ceilings, with the run's thresholds."""
+    settings = state.settings
+    return shape_standings(
+        state.best.per_shape,
+        settings.search.near_roofline_pct,
+        settings.profiler.launch_bound_below_pct,
+        task.spec.target.min_dims,
+    )
 
 
 def agent_context(
@@ -47,6 +59,7 @@ def agent_context(
         "reflection": state.reflection,
         "shapes": [shape for shape, _ in task.workload(state.device)],
         "target": task.spec.target.model_dump(),
+        "standings": [s.model_dump() for s in standings(state, task)],
     }
     fields.update(extra)
     return AgentContext.model_validate(fields)

@@ -27,6 +27,7 @@ Label = Literal[
 ]
 LABELS: tuple[str, ...] = Label.__args__  # type: ignore[attr-defined]
 CONFIG_PATH = Path(__file__).resolve().parents[1] / "configs" / "profiles.yaml"
+MEMORY_UNITS = {"dram_pct": "DRAM", "l1_pct": "L1", "l2_pct": "L2"}
 PIPES = {"tensor_pipe_pct": "tensor", "fma_pipe_pct": "FMA", "alu_pipe_pct": "ALU", "xu_pipe_pct": "XU"}
 
 
@@ -244,7 +245,7 @@ def _contention(m: dict, t: dict) -> Verdict | None:
     by_membar = membar is not None and membar >= rule["membar_stall_min_pct"]
     by_atomic = atomic is not None and atomic >= rule["l2_atomic_min_pct"]
     if not (by_membar or by_atomic):
-        return None
+        return _serialized(m, rule)
     lines = []
     if membar is not None:
         lines.append(f"membar stalls {_pct(membar)} of stall cycles (memory fences around atomics)")
@@ -252,6 +253,27 @@ def _contention(m: dict, t: dict) -> Verdict | None:
         lines.append(f"L2 atomic unit {_pct(atomic)} busy")
     lines.append(f"throughput elsewhere: {_units_line(m)}")
     return Verdict(label="contention", confidence=rule["confidence"], evidence=lines)
+
+
+def _serialized(m: dict, rule: dict) -> Verdict | None:
+    """Contention read from the wait alone (no membar or atomic counter in the report): warps waiting
+    far longer per instruction than a memory round trip takes, with the memory system idle."""
+    cycles = m.get("warp_cycles_per_issue")
+    memory = _known(m, *MEMORY_UNITS)
+    if cycles is None or not memory or cycles < rule["serialized_cycles_per_issue_min"]:
+        return None
+    if max(memory.values()) >= rule["idle_memory_max_pct"]:
+        return None
+    idle = ", ".join(f"{name} {_pct(memory[key])}" for key, name in MEMORY_UNITS.items() if key in memory)
+    lines = [
+        f"each warp waits {cycles:,.0f} cycles per issued instruction (from "
+        f"{rule['serialized_cycles_per_issue_min']:,}) while the memory system is idle: {idle}",
+        "far longer than a memory round trip: the warps queue on a few addresses (atomics, locks)",
+        "no membar-stall or L2-atomic counter in this report to confirm it",
+    ]
+    return Verdict(
+        label="contention", confidence=rule["confidence_serialized"], evidence=_with_stalls(lines, m)
+    )
 
 
 def _latency(m: dict, t: dict) -> Verdict:

@@ -3,7 +3,7 @@
 Triton's resource report (registers, spills, shared memory), the launch grid against the SM count and
 the achieved bandwidth against the roofline. Labelled ``"source": "derived"`` and classified with the
 same labels where that evidence allows; otherwise a low-confidence ``latency_bound`` whose evidence
-says what was missing.
+says what was missing. Interpreted (CPU) results ran on no GPU: their grid is never read against SMs.
 """
 
 from __future__ import annotations
@@ -49,13 +49,18 @@ def derived_metrics(result: dict[str, Any], shape: dict | None, sm_count: int) -
     # A grid recorded at another shape (the evaluator's compile shape) says nothing about this one.
     programs = _programs(main) if grid_is_this_shape else None
     num_warps = main.get("num_warps", resources.get("num_warps"))
+    interpreted = bool((result.get("device") or {}).get("interpreted"))
+    if interpreted:  # the interpreter's tiny shapes run on no SM: a grid says nothing about a GPU here
+        sm_count = None
     metrics: dict[str, Any] = {
         "shape": shape,
         "programs": programs,
         "grid_recorded_at": None if grid_is_this_shape or not main else main.get("shape"),
         "num_warps": num_warps,
         "sm_count": sm_count,
-        "warps_per_sm": round(programs * num_warps / sm_count, 2) if programs and num_warps else None,
+        "warps_per_sm": round(programs * num_warps / sm_count, 2)
+        if programs and num_warps and sm_count
+        else None,
         "registers_per_thread": main.get("n_regs", resources.get("n_regs")),
         "spilled_registers": main.get("n_spills", resources.get("n_spills")),
         "shared_bytes": main.get("shared_bytes", resources.get("shared_bytes")),
@@ -63,7 +68,7 @@ def derived_metrics(result: dict[str, Any], shape: dict | None, sm_count: int) -
         "gbps": (timing or {}).get("gbps"),
         "roofline_pct": (timing or {}).get("roofline_pct"),
         "method": (timing or {}).get("method"),
-        "interpreted": bool((result.get("device") or {}).get("interpreted")),
+        "interpreted": interpreted,
         "kernels": [
             {"name": k.get("name"), "grid": k.get("grid"), "num_warps": k.get("num_warps")} for k in kernels
         ],
@@ -72,16 +77,19 @@ def derived_metrics(result: dict[str, Any], shape: dict | None, sm_count: int) -
 
 
 def classify_derived(m: dict[str, Any], thresholds: dict[str, Any] | None = None) -> Verdict:
-    """Bottleneck from resources, grid and roofline only (no hardware counters)."""
+    """Bottleneck from resources, grid and roofline only (no hardware counters). Interpreted (CPU)
+    metrics say nothing about a GPU: a low-confidence guess that says so, never a claim about SMs."""
     t = thresholds or load_thresholds()
     rule, sms = t["derived"], m.get("sm_count") or t["device"]["sm_count"]
     spills, roofline = m.get("spilled_registers"), m.get("roofline_pct")
     programs, warps_per_sm = m.get("programs"), m.get("warps_per_sm")
-    if spills:
+    if spills:  # a compiled kernel's own report: true wherever it was timed
         lines = [f"Triton reports {spills} spilled registers (local-memory traffic in the kernel)"]
         if m.get("registers_per_thread") is not None:
             lines.append(f"{m['registers_per_thread']} registers per thread")
         return Verdict(label="register_spills", confidence=rule["confidence_spills"], evidence=lines)
+    if m.get("interpreted"):
+        return _interpreted(m, rule)
     if roofline is not None and roofline >= rule["memory_bound_roofline_pct"]:
         lines = [
             f"achieved {roofline:.0f}% of the bandwidth roofline"
@@ -100,9 +108,7 @@ def classify_derived(m: dict[str, Any], thresholds: dict[str, Any] | None = None
         return Verdict(label="low_parallelism", confidence=rule["confidence_low_parallelism"], evidence=lines)
     missing = ["no hardware counters (ncu unavailable)"]
     if roofline is None:
-        missing.append(
-            "no roofline: timed under the interpreter" if m.get("interpreted") else "no roofline figure"
-        )
+        missing.append("no roofline figure")
         confidence = rule["confidence_unknown"]
     else:
         missing.append(f"{roofline:.0f}% of the roofline with a grid that fills the GPU: cause not measured")
@@ -115,6 +121,16 @@ def classify_derived(m: dict[str, Any], thresholds: dict[str, Any] | None = None
     if programs is not None:
         lines.append(f"grid of {programs:,} programs for {sms} SMs")
     return Verdict(label="latency_bound", confidence=confidence, evidence=lines)
+
+
+def _interpreted(m: dict[str, Any], rule: dict[str, Any]) -> Verdict:
+    lines = [
+        "latency_bound assumed, not measured: timed under the Triton interpreter on a CPU, which has no "
+        "GPU counters, no roofline and runs the programs one by one"
+    ]
+    if m.get("programs") is not None:
+        lines.append(f"{m['programs']:,} programs at shape {m.get('shape')} (the interpreter's timing shape)")
+    return Verdict(label="latency_bound", confidence=rule["confidence_unknown"], evidence=lines)
 
 
 def derived_snapshot(

@@ -130,11 +130,37 @@ def _derived_lines(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _at(snap: dict[str, Any]) -> str:
+    """'at M=2048 N=21504 bfloat16 (81% of its same-size ceiling, bandwidth-bound size)', or ''."""
+    if not snap.get("shape"):
+        return ""
+    where = " ".join(f"{k}={v}" for k, v in snap["shape"].items()) + (
+        f" {snap['dtype']}" if snap.get("dtype") else ""
+    )
+    standing = snap.get("standing") or {}
+    notes = (
+        [f"{_pct(standing['ceiling_pct'])} of its same-size ceiling"] if standing.get("ceiling_pct") else []
+    )
+    if standing.get("size_class"):
+        notes.append(standing["size_class"].replace("_", "-") + " size")
+    return f"at {where}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _others(snap: dict[str, Any]) -> list[str]:
+    return [
+        f"also profiled {_at(o)}: {o.get('bottleneck')} (confidence {o.get('confidence', 0):.2f})"
+        + (f": {o['evidence'][0]}" if o.get("evidence") else "")
+        for o in snap.get("others") or []
+    ]
+
+
 def render_snapshot(snap: dict[str, Any], max_chars: int = MAX_CHARS) -> str:
     """Text for a prompt: header, verdict, evidence, metrics; never longer than ``max_chars``."""
     source = snap.get("source", "ncu")
     where = f"ncu {snap['page']}" if source == "ncu" and snap.get("page") else source
     head = [f"kernel {snap.get('kernel', '?')}"]
+    if _at(snap):
+        head.append(_at(snap))
     if snap.get("grid"):
         head.append(f"grid {_dims(snap['grid'])}")
     if snap.get("block"):
@@ -145,7 +171,7 @@ def render_snapshot(snap: dict[str, Any], max_chars: int = MAX_CHARS) -> str:
     lines.append(f"bottleneck: {snap.get('bottleneck')} (confidence {snap.get('confidence', 0):.2f})")
     evidence = [f"- {line}" for line in snap.get("evidence", [])]
     m = snap.get("metrics", {})
-    body = _ncu_lines(m) if source == "ncu" else _derived_lines(m)
+    body = (_ncu_lines(m) if source == "ncu" else _derived_lines(m)) + _others(snap)
     text = "\n".join(lines + evidence + body)
     while len(text) > max_chars and evidence:  # keep the numbers, drop the weakest evidence first
         evidence.pop()

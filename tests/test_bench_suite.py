@@ -177,8 +177,9 @@ def test_an_unattended_search_has_the_policy_answer_every_pause(tmp_path):
 
     args = argparse.Namespace(
         device="cpu", seed=0, rounds=3, minutes=None, search_timeout=600,
-        # every round is a stall: nothing can get 99% faster
-        set=["routing.stall_rounds=1", "routing.stall_improvement=0.99", "budget.candidates_per_round=2"],
+        # every round is a stall: nothing can get 99% faster; the search may not stop as converged first
+        set=["routing.stall_rounds=1", "routing.stall_improvement=0.99", "budget.candidates_per_round=2",
+             "search.converge_rounds=100"],
     )  # fmt: skip
     summary = search("axpy", tmp_path, args, task_dir=REPO / "tests" / "fixtures" / "tasks" / "axpy")
     log = (tmp_path / "runs" / "axpy.log").read_text()

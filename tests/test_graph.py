@@ -237,14 +237,48 @@ def test_a_roofline_target_is_judged_at_min_dims_and_the_report_says_where(tmp_p
     assert [a["roofline_pct"] for a in run.state["attempts"][1:]] == [88.0, 93.0]
     assert run.state["stop"] == {
         "status": "target_met",
-        "reason": "93.0% of the roofline at the lowest judged shape (M >= 4) >= target 90%",
+        "reason": "93.0% of the copy bandwidth at the lowest judged shape (M >= 4) >= target 90%",
     }
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["target"]["judged_at"] == "M >= 4"
     assert (
-        "- target: 90% of the roofline at every judged shape, judged at M >= 4 (M=4 N=300; the lowest counts)"
+        "- target: 90% of the same-size ceiling at every judged shape, judged at M >= 4 (M=4 N=300; the lowest counts)"
         in (tmp_path / "run" / "report.md").read_text()
     )
+
+
+def test_a_task_without_min_dims_meets_its_roofline_target_at_each_sizes_ceiling(tmp_path):
+    """M=1 reads a few % of the copy bandwidth, as does a copy of its bytes: at its own ceiling it is
+    judged done; report.md shows both figures for every shape."""
+    shapes = [{"M": 1, "N": 300}, {"M": 4, "N": 300}]
+    task = axpy_with(tmp_path, shapes=shapes, target={"roofline_pct": 90})
+
+    def gpu_result(us: float, ceiling_small: float) -> EvalResult:
+        result = passed(us, interpreted=False, roofline_pct=95.0)
+        large = result.metrics.per_shape[0].model_copy(update={"ceiling_pct": 97.0})
+        small = large.model_copy(update={"shape": shapes[0], "roofline_pct": 3.0, "ceiling_pct": ceiling_small})  # fmt: skip
+        result.metrics.per_shape = [small, large]
+        return result
+
+    proposer = ScriptedProposer([[prop(256, 4)], [prop(64, 1)]])
+    evaluator = ScriptedEvaluator(
+        {cfg(256, 4): gpu_result(80.0, 70.0), cfg(64, 1): gpu_result(60.0, 92.5)},
+        default=passed(100.0, False),
+    )
+    run = Run(tmp_path, proposer, evaluator=evaluator, **one_per_round(rounds=5))
+    run.inputs["task"] = str(task)
+    run.start()
+    assert [a["roofline_pct"] for a in run.state["attempts"][1:]] == [70.0, 92.5]
+    assert run.state["stop"] == {
+        "status": "target_met",
+        "reason": "92.5% of the same-size ceiling at the lowest judged shape (all shapes) >= target 90%",
+    }
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    pcts = [(r["best_roofline_pct"], r["best_ceiling_pct"]) for r in report["per_shape"]]
+    assert pcts == [(3.0, 92.5), (95.0, 97.0)]
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "| best % of copy bandwidth | best % of same-size ceiling |" in md
+    assert "| M=1 N=300 | float32 | - | 60.00 | - | 3800 | 3.0 | 92.5 |" in md
 
 
 def test_a_converged_proposer_ends_the_run_and_an_empty_one_asks_the_human(tmp_path):

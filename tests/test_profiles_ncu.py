@@ -65,6 +65,17 @@ def test_raw_and_details_pages_agree(stem: str) -> None:
     assert raw["metrics"]["top_stalls"][0][0] == details["metrics"]["top_stalls"][0][0]
 
 
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n.endswith("_details.csv")))
+def test_a_details_page_of_the_sections_alone_gets_the_same_label(name: str, tmp_path: Path) -> None:
+    """Without the metrics tools/ncu.py requests by name (--metrics), a details page lists the top stall
+    only, in rule text, and no atomic counter: each fixture must still get its label."""
+    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
+    sections_only = tmp_path / name
+    sections_only.write_text("".join(line for line in lines if "Command line profiler metrics" not in line))
+    snap = snapshots_from_csv(sections_only)[0]
+    assert snap["bottleneck"] == _expected(name)["label"], snap["evidence"]
+
+
 def test_snapshot_fields_of_the_add_rmsnorm_report() -> None:
     snap = snapshots_from_csv(FIXTURES / "h200_add_rmsnorm_16384x8192_raw.csv")[0]
     m = snap["metrics"]
@@ -229,6 +240,16 @@ def test_busy_caches_with_idle_dram_without_sector_counters() -> None:
 def test_membar_stalls_or_busy_l2_atomics_are_contention() -> None:
     assert classify(_metrics(dram_pct=5.0, top_stalls=[["membar", 55.0]])).label == "contention"
     assert classify(_metrics(dram_pct=5.0, l2_atomic_pct=70.0)).label == "contention"
+
+
+def test_a_wait_far_beyond_a_memory_round_trip_with_idle_memory_is_contention() -> None:
+    idle = _metrics(dram_pct=0.4, l1_pct=0.6, l2_pct=1.8, sm_pct=0.2, achieved_occupancy_pct=97.0)
+    verdict = classify(idle | {"warp_cycles_per_issue": 20768.0})
+    assert verdict.label == "contention" and verdict.confidence < 0.75
+    assert any("20,768 cycles per issued instruction" in line for line in verdict.evidence)
+    assert classify(idle | {"warp_cycles_per_issue": 800.0}).label == "latency_bound"  # one round trip
+    busy = idle | {"dram_pct": 60.0, "warp_cycles_per_issue": 20768.0}  # queued on DRAM, not on an address
+    assert classify(busy).label != "contention"
 
 
 def test_too_few_warps_with_enough_blocks_is_low_parallelism() -> None:

@@ -116,34 +116,56 @@ def test_the_pruning_bound_sits_at_half_the_baseline_speed():
     base = record(0, 0, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 100.0, origin="baseline")
     kept = record(1, 1, "baseline.py", {"BLOCK": 512, "num_warps": 16, "ROWS": 1}, 195.0)  # 51% speed
     pruned = record(2, 1, "split.py", {"BLOCK": 16, "num_warps": 1, "ROWS": 8}, 205.0)  # 49% speed
-    history = [base, kept, pruned]
+    better = record(3, 1, "baseline.py", {"BLOCK": 128, "num_warps": 4, "ROWS": 2}, 90.0)
+    history = [base, kept, pruned, better]
 
     def parents(**search: Any) -> set[int | None]:
         props = (
             ExpertProposer(settings(restart_fraction=0, **search))
-            .propose(context(history, 2, seed=0))
+            .propose(context(history, 2, seed=0, n=20))  # past the 14 neighbours of the top two (#3, #0)
             .proposals
         )
-        return {parent_of(p.rationale) for p in props}
+        return {parent_of(p.rationale) for p in props} - {None}  # None: a restart once the moves ran out
 
-    assert parents() == {0, 1}
-    assert parents(prune_below_baseline=0.4) == {0, 1, 2}  # a looser bound lets it be mutated
+    assert parents() == {0, 1, 3}
+    assert parents(prune_below_baseline=0.4) == {0, 1, 2, 3}  # a looser bound lets it be mutated
 
 
-def test_a_round_without_improvement_doubles_the_random_restarts():
-    def restarts(round_two_us: float) -> int:
-        history = [
-            record(0, 0, *START, 100.0, origin="baseline"),
-            record(1, 1, "baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2}, 80.0),
-            record(2, 2, "baseline.py", {"BLOCK": 128, "num_warps": 4, "ROWS": 2}, round_two_us),
-        ]
+def test_a_round_without_improvement_doubles_the_restarts_once_the_top_configs_are_checked():
+    best = ("baseline.py", {"BLOCK": 64, "num_warps": 4, "ROWS": 2})
+
+    def kinds(round_two_us: float, checked: bool = False) -> tuple[int, int]:
+        history = [record(0, 0, *START, 100.0, origin="baseline"), record(1, 1, *best, 80.0),
+                   record(2, 2, "baseline.py", {"BLOCK": 128, "num_warps": 4, "ROWS": 2}, round_two_us)]  # fmt: skip
+        if checked:  # every one-step neighbour of the top configs since the gain (#1, #0) evaluated too
+            ctx = context(history, 3, seed=0)
+            for module, config in [*_neighbours(ctx, *best), *_neighbours(ctx, *START)]:
+                if not any((h["module"], h["config"]) == (module, config) for h in history):
+                    history.append(record(len(history), 2, module, config, 90.0))
         props = ExpertProposer(settings()).propose(context(history, 3, seed=0, n=8)).proposals
         assert len(props) == 8
-        return sum(p.rationale.startswith("random restart") for p in props)
+        restarts = sum(p.rationale.startswith("random restart") for p in props)
+        return restarts, sum(
+            p.rationale.startswith(("one step from #1 ", "one step from #0 ")) for p in props
+        )
 
     search = settings()
-    assert restarts(60.0) == math.floor(8 * search["restart_fraction"]) == 2  # still improving
-    assert restarts(80.0) == math.floor(8 * search["plateau_restart_fraction"]) == 4  # a plateau
+    usual, plateau = (
+        math.floor(8 * search["restart_fraction"]),
+        math.floor(8 * search["plateau_restart_fraction"]),
+    )
+    assert kinds(80.0) == (usual, 8 - usual) == (2, 6)  # the neighbourhoods the rule checks come first
+    assert kinds(80.0, checked=True) == (plateau, 0) == (4, 0)  # checked, not converged: more restarts
+    assert kinds(60.0)[0] == usual  # still improving
+
+
+def _neighbours(ctx: AgentContext, module: str, config: dict) -> list[tuple[str, dict]]:
+    from nodes.expert.space import neighbours
+
+    return [
+        (m["module"], m["config"])
+        for m in neighbours(module, config, ctx.search_spaces, list(ctx.search_spaces))
+    ]
 
 
 def test_the_first_round_tries_every_variant_however_small_its_space():

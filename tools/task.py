@@ -48,8 +48,8 @@ class Target(BaseModel):
     model_config = ConfigDict(extra="forbid")
     speedup: float | None = Field(default=None, gt=0)
     roofline_pct: float | None = Field(default=None, gt=0, le=100)
-    # The roofline target is judged at the shapes whose dims are all >= these ({"B": 8}): small shapes
-    # cannot reach a bandwidth target. None: every shape. Checked against the shapes by _check_target.
+    # The roofline target is judged at the shapes whose dims are all >= these ({"B": 8}), each against its
+    # same-size ceiling. None: every shape. Checked against the shapes by _check_target.
     min_dims: dict[str, Annotated[int, Field(ge=1, strict=True)]] | None = None
 
 

@@ -1,7 +1,9 @@
 """The expert critic: rejects what cannot be right, sends back what can be fixed, approves the rest.
 
 Objections start with a tag the proposer can act on: ``module:``, ``space:``, ``duplicate:``,
-``forbidden:`` (reject), ``resources:``, ``rationale:`` (revise).
+``forbidden:`` (reject), ``resources:``, ``rationale:`` (revise). An approval may carry ``warning:``
+lines: a resource estimate over the limit that compiled kernels of the module have not validated yet
+(nodes/expert/resources.py); the candidate is evaluated and the compiler decides.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loop.roles import AgentContext, Critique, Proposal
-from nodes.expert.resources import resource_problems
+from nodes.expert.resources import resource_findings
 from tools.candidate import candidate_identity
 from tools.static_check import check_source
 from tools.task import config_problems
@@ -26,15 +28,18 @@ class ExpertCritic:
             if rejections:
                 verdicts.append(Critique(verdict="reject", objections=rejections))
                 continue
-            revisions = [
-                f"resources: {p}"
-                for p in resource_problems(prop.module, prop.config, ctx.device_limits, ctx.history)
-            ]
+            source = prop.source if prop.source is not None else ctx.module_sources.get(prop.module)
+            found = resource_findings(prop.module, prop.config, ctx.device_limits, ctx.history, source)
+            revisions = [f"resources: {p}" for p in found.objections]
             if not prop.rationale.strip():
                 revisions.append(
                     "rationale: no rationale; say why this should be faster, tied to the diagnosis"
                 )
-            verdicts.append(Critique(verdict="revise" if revisions else "approve", objections=revisions))
+            if revisions:
+                verdicts.append(Critique(verdict="revise", objections=revisions))
+            else:
+                warnings = [f"warning: resources: {w}" for w in found.warnings]
+                verdicts.append(Critique(verdict="approve", objections=warnings))
         return verdicts
 
     @staticmethod

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from loop.headroom import ShapeStanding, size_class_lines, standing_of
 from loop.records import ShapeRow
 from loop.roles import BOTTLENECKS, AgentContext, Diagnosis
-from loop.scoring import judged_at, judged_roofline
+from loop.scoring import ceiling_name, judged_at, judged_pct, lowest_judged
+from tools.dispatch import shape_label
 
 DERIVED_CONFIDENCE_CAP = 0.6
 NO_SNAPSHOT_CONFIDENCE = 0.2
@@ -28,14 +30,40 @@ class ExpertDiagnoser:
         if snap.get("source") == "derived":
             confidence = min(confidence, DERIVED_CONFIDENCE_CAP)
             evidence.append("snapshot derived from timings, launch grid and resources (no ncu)")
+        evidence.extend(_shape_evidence(ctx, snap))
         evidence.extend(_history_evidence(ctx))
         lead = evidence[0] if evidence else ""
+        at = f" at {shape_label(snap['shape'])}" if snap.get("shape") else ""
         return Diagnosis(
             bottleneck=bottleneck,
             evidence=evidence,
             confidence=round(confidence, 2),
-            summary=f"{bottleneck} (confidence {confidence:.2f}): {lead}",
+            summary=f"{bottleneck}{at} (confidence {confidence:.2f}): {lead}",
         )
+
+
+def _shape_evidence(ctx: AgentContext, snap: dict[str, Any]) -> list[str]:
+    """Which shape the snapshot describes and why, the shapes by kind of size, the other profiles."""
+    standings = [ShapeStanding.model_validate(s) for s in ctx.standings]
+    notes = []
+    profiled = standing_of(standings, snap.get("shape"), snap.get("dtype"))
+    if profiled is not None and profiled.gain_pct is not None:
+        notes.append(
+            f"profiled at {profiled.label}: {profiled.ceiling_pct:.0f}% of its same-size ceiling, the furthest "
+            f"from it (reaching it would cut the geomean by {profiled.gain_pct:.1f}%)"
+        )
+    elif snap.get("shape"):
+        notes.append(
+            f"profiled at {shape_label(snap['shape'])}, the largest timed shape (no ceiling measured)"
+        )
+    notes.extend(size_class_lines(standings))
+    for other in snap.get("others") or []:
+        standing = standing_of(standings, other.get("shape"), other.get("dtype"))
+        where = standing.label if standing else shape_label(other.get("shape") or {})
+        pct = f", {standing.ceiling_pct:.0f}% of its ceiling" if standing and standing.ceiling_pct else ""
+        lead = f": {other['evidence'][0]}" if other.get("evidence") else ""
+        notes.append(f"at {where} (the largest judged shape{pct}): {other.get('bottleneck')}{lead}")
+    return notes
 
 
 def _history_evidence(ctx: AgentContext) -> list[str]:
@@ -48,11 +76,14 @@ def _history_evidence(ctx: AgentContext) -> list[str]:
             f"{baseline['geomean_us'] / best['geomean_us']:.2f}x the baseline"
         )
     min_dims = ctx.target.get("min_dims")
-    pct = judged_roofline([ShapeRow.model_validate(r) for r in best.get("per_shape") or []], min_dims)
-    if pct is not None and ctx.target.get("roofline_pct"):
-        notes.append(f"{pct:.0f}% of the roofline at the lowest judged shape ({judged_at(min_dims)})")
-    elif pct is not None:
-        notes.append(f"{pct:.0f}% of the roofline at its lowest shape")
+    rows = [ShapeRow.model_validate(r) for r in best.get("per_shape") or []]
+    row = lowest_judged(rows, min_dims)
+    if row is not None and ctx.target.get("roofline_pct"):
+        notes.append(
+            f"{judged_pct(row):.0f}% of {ceiling_name(row)} at the lowest judged shape ({judged_at(min_dims)})"
+        )
+    elif row is not None:
+        notes.append(f"{judged_pct(row):.0f}% of {ceiling_name(row)} at its lowest shape")
     if best.get("interpreted"):
         notes.append("timings are Triton-interpreter wall times: they rank configs, they are no speed claim")
     recent = [h for h in ctx.history if h.get("round") == ctx.round - 1 and h.get("verdict") == "fail"]

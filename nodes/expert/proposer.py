@@ -4,12 +4,15 @@
   variants included as one more dimension.
 - Local search: one-step neighbours of the top ``top_k`` passing configs, round-robin over the parents,
   each parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles,
-  more splits; register_spills: smaller tiles, more warps; ...). A share of each round goes to random
+  more splits; register_spills: smaller tiles, more warps; ...), never steered by a diagnosis read at
+  a shape already at its ceiling. A share of each round goes to random
   restarts, more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
-- memory_bound with every shape the roofline target judges (target.min_dims) near the roofline: nothing
-  left to gain, say so and stop; likewise when every config of the space has been evaluated.
+- Every shape the roofline target judges (target.min_dims) near its same-size ceiling: nothing left to
+  gain, say so and stop; likewise when the search has converged (nodes/expert/convergence.py: every
+  one-step neighbour of the top configs evaluated and rounds in a row without a 1% gain) and when
+  every config of the space has been evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 - Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
@@ -27,10 +30,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from loop.headroom import ShapeStanding, standing_of
 from loop.records import Attempt, ShapeRow
 from loop.roles import AgentContext, Proposal, Proposed
-from loop.scoring import fastest_at_each_shape, judged_at, judged_roofline
+from loop.scoring import ceiling_name, fastest_at_each_shape, judged_at, judged_pct, lowest_judged
 from memory.cases.model import source_digest
+from nodes.expert.convergence import anchors, converged, rounds_without_gain, unexplored
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, random_points
 from tools.candidate import candidate_identity
@@ -100,6 +105,10 @@ class ExpertProposer:
         stop = self._near_roofline(ctx)
         if stop:
             return Proposed(reason=stop, converged=True)
+        if ctx.mode == "explore":
+            stop = converged(ctx, self.search, self._done(ctx))
+            if stop:
+                return Proposed(reason=stop, converged=True)
         picks = self._search(ctx)
         if picks:
             return Proposed(proposals=picks)
@@ -172,6 +181,17 @@ class ExpertProposer:
 
         return seen
 
+    def _done(self, ctx: AgentContext) -> Callable[[str, dict[str, Any]], bool]:
+        """Whether a point was evaluated, or is ruled out as the search rules points out."""
+        evaluated, failed_before = self._seen(ctx), _failed_in_memory(ctx)
+        avoid = _avoided_values(ctx.history)
+
+        def done(module: str, config: dict[str, Any]) -> bool:
+            key = point_key(module, config)
+            return evaluated(module, config) or key in failed_before or _uses_avoided(module, config, avoid)
+
+        return done
+
     def _parents(self, ctx: AgentContext) -> list[dict[str, Any]]:
         """Top-k passing attempts, excluding those slower than the pruning bound, then the fastest
         attempt at each shape that is not among them (marked ``leads``): the winner may be a per-bucket
@@ -202,12 +222,17 @@ class ExpertProposer:
         return top
 
     def _restart_fraction(self, ctx: AgentContext) -> float:
+        """More restarts after a round without improvement, once the neighbourhoods the convergence
+        rule checks are evaluated (until then they come first, with the usual share of restarts)."""
         threshold = self.search["plateau_improvement"]
-        plateau = _rounds_without_improvement(ctx.history, threshold) >= 1 and ctx.round > 2
-        return self.search["plateau_restart_fraction" if plateau else "restart_fraction"]
+        plateau = rounds_without_gain(ctx.history, threshold) >= 1 and ctx.round > 2
+        checking = any(unexplored(ctx, a, self._done(ctx)) for a in anchors(ctx, self.search))
+        return self.search["plateau_restart_fraction" if plateau and not checking else "restart_fraction"]
 
     def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
-        """Neighbours of the parents: half the slots to the best one, the rest round-robin over all.
+        """Neighbours of the parents: a quarter of the slots to shape leaders, then every one of the
+        configs the convergence rule checks (the top configs since the last gain), then half the slots
+        to the best one, the rest round-robin over all.
 
         Each parent's moves are ordered by steering score x the diagnosis' confidence plus a random
         jitter, so a confident diagnosis steers and an unsure one leaves the order mostly random.
@@ -216,10 +241,18 @@ class ExpertProposer:
         confidence = ctx.diagnosis.confidence if ctx.diagnosis else 0.0
         steering = STEERING.get(bottleneck or "", {})
         hints = VARIANT_HINTS.get(bottleneck or "", ())
+        where = _diagnosed_at(ctx)
+        if where is not None and where.at_ceiling:
+            steering, hints = {}, ()  # no fix for a shape already at its ceiling
+        if bottleneck and where is not None:
+            bottleneck = f"{bottleneck} at {where.label}"
         tried_modules = {h.get("module") for h in ctx.history}
         modules = list(ctx.search_spaces)
+        parents = self._parents(ctx)
+        checked = [] if ctx.mode == "reflect" else anchors(ctx, self.search)
+        parents += [a for a in checked if a.get("n") not in {p.get("n") for p in parents}]
         queues = []
-        for rank, parent in enumerate(self._parents(ctx)):
+        for rank, parent in enumerate(parents):
             scored = []
             for move in neighbours(parent["module"], parent["config"], ctx.search_spaces, modules):
                 if seen(move["module"], move["config"]) or _uses_avoided(
@@ -237,7 +270,11 @@ class ExpertProposer:
         tops = [rank for rank, parent, _ in queues if not parent.get("leads")]
         leads = [rank for rank, parent, _ in queues if parent.get("leads")]
         turns = [rank for pair in itertools.zip_longest(leads, tops[1:]) for rank in pair if rank is not None]
-        order = [0] * math.ceil(n / 2) + (turns + [0]) * n
+        # A quarter of the slots to shape leaders (judged shapes first; the others rotate with the round),
+        # then every move of the checked configs, then as above.
+        checked_n = {a.get("n") for a in checked}
+        first = [rank for rank, parent, scored in queues for _ in scored if parent.get("n") in checked_n]
+        order = leads[: math.ceil(n / 4)] + first + [0] * math.ceil(n / 2) + (turns + [0]) * n
         picks: list[Proposal] = []
         taken: set[str] = set()
         for rank in order:
@@ -254,21 +291,18 @@ class ExpertProposer:
         return picks
 
     def _near_roofline(self, ctx: AgentContext) -> str:
-        """Why to stop: memory_bound and every shape the roofline target judges (target.min_dims, as
-        routing's target_met reads it; every shape without it) near the roofline."""
-        if not ctx.diagnosis or ctx.diagnosis.bottleneck != "memory_bound":
-            return ""
+        """Why to stop: every shape the roofline target judges (target.min_dims, as routing's target_met
+        reads it; every shape without it) near its ceiling. The same-size copy is a measured bound of
+        each size, so a kernel that close to it has nothing left for tuning, whatever the label."""
         min_dims = ctx.target.get("min_dims")
         rows = [ShapeRow.model_validate(r) for r in (ctx.best or {}).get("per_shape") or []]
-        lowest = judged_roofline(rows, min_dims)
-        if lowest is None:
+        row = lowest_judged(rows, min_dims)
+        if row is None or judged_pct(row) < self.search["near_roofline_pct"]:
             return ""
-        if lowest >= self.search["near_roofline_pct"]:
-            return (
-                f"memory_bound and every judged shape ({judged_at(min_dims)}) at >= {lowest:.0f}% of the "
-                f"roofline (threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
-            )
-        return ""
+        return (
+            f"every judged shape ({judged_at(min_dims)}) at >= {judged_pct(row):.0f}% of {ceiling_name(row)} "
+            f"(threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
+        )
 
     def _revise(self, ctx: AgentContext) -> list[Proposal]:
         out = []
@@ -379,21 +413,6 @@ def _uses_avoided(module: str, config: dict[str, Any], avoid: set) -> bool:
     return any((module, k, repr(v)) in avoid for k, v in config.items())
 
 
-def _rounds_without_improvement(history: list[dict[str, Any]], threshold: float = 0.01) -> int:
-    per_round: dict[int, float] = {}
-    for h in history:
-        if h.get("verdict") == "pass" and h.get("geomean_us"):
-            r = h.get("round", 0)
-            per_round[r] = min(per_round.get(r, math.inf), h["geomean_us"])
-    best, stale = math.inf, 0
-    for r in sorted(per_round):
-        if per_round[r] < best * (1 - threshold):
-            best, stale = per_round[r], 0
-        else:
-            stale += 1
-    return stale
-
-
 def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
     if move["key"] == "module":
         score, why = 0.0, f"the variant {move['new']} is another code structure"
@@ -408,6 +427,13 @@ def _score(move, steering, hints, tried_modules) -> tuple[float, str, str]:
     if entry:
         return entry
     return 0.0, "", "ranks a neighbour of a top config"
+
+
+def _diagnosed_at(ctx: AgentContext) -> ShapeStanding | None:
+    """The standing of the shape the diagnosis was read at (the snapshot's), when known."""
+    snap = ctx.snapshot or {}
+    standings = [ShapeStanding.model_validate(s) for s in ctx.standings]
+    return standing_of(standings, snap.get("shape"), snap.get("dtype"))
 
 
 def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
@@ -425,7 +451,7 @@ def _shape_leaders(ctx: AgentContext) -> dict[str, dict[str, Any]]:
     targeted = bool(ctx.target.get("roofline_pct"))
     min_dims = ctx.target.get("min_dims")
     judged = [label for label, (_, row) in best.items() if targeted and meets_min_dims(row.shape, min_dims)]
-    judged.sort(key=lambda label: best[label][1].roofline_pct or math.inf)
+    judged.sort(key=lambda label: judged_pct(best[label][1]) or math.inf)
     others = [label for label in best if label not in judged]
     turn = ctx.round % len(others) if others else 0
     return {label: record[best[label][0]] for label in judged + others[turn:] + others[:turn]}
@@ -472,7 +498,7 @@ def _fit(module: str, config: dict[str, Any], ctx: AgentContext, seen) -> dict[s
                     continue
                 visited.add(key)
                 if not seen(module, move["config"]) and not resource_problems(
-                    module, move["config"], ctx.device_limits, ctx.history
+                    module, move["config"], ctx.device_limits, ctx.history, ctx.module_sources.get(module)
                 ):
                     return move["config"]
                 nxt.append(move["config"])

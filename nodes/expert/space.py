@@ -142,8 +142,3 @@ def neighbours(
                 }
             )
     return moves
-
-
-def tile_elements(config: dict[str, Any]) -> int:
-    """Product of the tile-like values (BLOCK_*, ROWS, ...): elements a program holds at once, at least."""
-    return math.prod(v for k, v in config.items() if key_role(k) == "tile" and isinstance(v, int))

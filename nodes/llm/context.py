@@ -269,6 +269,7 @@ def best_text(ctx: AgentContext) -> str:
     rows = [
         f"  {shape_text(r.get('shape') or {})} {r.get('dtype', '')}: {_us(r.get('median_us'))}"
         + (f", {r['roofline_pct']:.0f}% of the copy roofline" if r.get("roofline_pct") else "")
+        + (f", {r['ceiling_pct']:.0f}% of a same-size copy" if r.get("ceiling_pct") else "")
         for r in best.get("per_shape") or []
     ]
     return "\n".join([line, *rows])

@@ -1,0 +1,200 @@
+"""Replay the expert search against a brute-force table: how many evaluations it needs, how close it gets.
+
+    python bench/replay_search.py BRUTE.json [--task TASK_DIR] [--seeds 0-9] [--rounds N] [--set KEY=VALUE]
+
+BRUTE.json is what ``bench/brute_force.py`` writes (every config of the space, evaluated once). The
+replay runs the expert proposer and critic round by round as the graph does (rounds of the task's
+``candidates_per_round``, the critic's revisions answered once), answers each candidate from the table
+instead of the GPU, and stops where the graph would: the target met (judged against each shape's
+ceiling), the proposer converged or out of proposals, or the rounds spent. No profiler runs, so the
+search is unsteered (no diagnosis): a replay measures the strategy, not the steering. Held candidates
+stay failures (nobody approves them). Prints, per seed: rounds, configs evaluated (the baseline's
+included) and their share of the space, the best found against the brute-force best, and why it
+stopped; exit 2 on a bad table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from loop.headroom import shape_standings  # noqa: E402
+from loop.records import Attempt  # noqa: E402
+from loop.roles import AgentContext, Proposal  # noqa: E402
+from loop.scoring import target_met  # noqa: E402
+from loop.settings import Settings, load_settings, parse_assignments  # noqa: E402
+from nodes.expert import ExpertCritic, ExpertProposer  # noqa: E402
+from nodes.expert.space import point_key  # noqa: E402
+from tools.candidate import candidate_identity  # noqa: E402
+from tools.task import Task, TaskError, load_task  # noqa: E402
+
+TASK_FOLDERS = (REPO / "tasks", REPO / "tests" / "fixtures" / "tasks")
+
+
+class Measured(BaseModel):
+    module: str
+    config: dict[str, Any]
+    verdict: str
+    error_type: str | None = None
+    held: str | None = None
+    geomean_us: float | None = None
+    per_shape: list[dict[str, Any]] = []
+    resources: dict[str, Any] = {}
+
+
+class BruteForce(BaseModel):
+    task: str
+    space_size: int
+    measured: list[Measured]
+
+    def best(self) -> Measured | None:
+        """The fastest config that passes unattended (a held one needs a human)."""
+        passing = [m for m in self.measured if m.verdict == "pass" and m.geomean_us]
+        return min(passing, key=lambda m: m.geomean_us, default=None)
+
+
+@dataclass
+class Outcome:
+    seed: int
+    rounds: int
+    evaluated: int  # configs of the space evaluated, the baseline's included
+    best_us: float | None
+    brute_us: float | None
+    stop: str
+
+    @property
+    def gap_pct(self) -> float | None:
+        return 100 * (self.best_us / self.brute_us - 1) if self.best_us and self.brute_us else None
+
+
+def _attempt(n: int, rnd: int, m: Measured, task: Task, origin: str) -> dict[str, Any]:
+    source = task.source(m.module)
+    verdict = m.verdict if m.held is None else "fail"
+    return {"n": n, "round": rnd, "module": m.module, "config": m.config, "origin": origin, "verdict": verdict,
+            "error_type": m.error_type, "geomean_us": m.geomean_us if verdict == "pass" else None,
+            "per_shape": m.per_shape, "resources": m.resources, "identity": candidate_identity(source, m.config),
+            "interpreted": False}  # fmt: skip
+
+
+def _context(
+    task: Task, settings: Settings, history: list[dict[str, Any]], rnd: int, seed: int
+) -> AgentContext:
+    best = min((h for h in history if h["verdict"] == "pass"), key=lambda h: h["geomean_us"])
+    rows = Attempt.model_validate(best).per_shape
+    s = settings.search
+    standings = shape_standings(rows, s.near_roofline_pct, settings.profiler.launch_bound_below_pct,
+                                task.spec.target.min_dims)  # fmt: skip
+    return AgentContext(
+        task_name=task.name, description=task.spec.description, baseline_module=task.baseline_name,
+        search_spaces={m: task.search_space(m) for m in task.module_names},
+        module_sources={m: task.source(m) for m in task.module_names}, best=best, history=history,
+        evaluated=[h["identity"] for h in history], round=rnd, seed=seed,
+        n_candidates=settings.budget.candidates_per_round, device_limits=settings.device_limits.model_dump(),
+        target=task.spec.target.model_dump(), standings=[st.model_dump() for st in standings],
+    )  # fmt: skip
+
+
+def _reviewed(ctx: AgentContext, proposer: ExpertProposer, proposals: list[Proposal]) -> list[Proposal]:
+    """The approved proposals, the critic's revisions answered once as the graph's revise round does."""
+    critic = ExpertCritic()
+    verdicts = critic.critique(ctx, proposals)
+    approved = [p for p, v in zip(proposals, verdicts, strict=True) if v.verdict == "approve"]
+    sent_back = [{"proposal": p.model_dump(), "objections": v.objections}
+                 for p, v in zip(proposals, verdicts, strict=True) if v.verdict == "revise"]  # fmt: skip
+    if not sent_back:
+        return approved
+    revise_ctx = ctx.model_copy(update={"mode": "revise", "revise": sent_back})
+    revised = proposer.propose(revise_ctx).proposals
+    again = critic.critique(ctx, revised) if revised else []
+    return approved + [p for p, v in zip(revised, again, strict=True) if v.verdict == "approve"]
+
+
+def replay(task: Task, brute: BruteForce, seed: int, settings: Settings) -> Outcome:
+    table = {point_key(m.module, m.config): m for m in brute.measured}
+    baseline = table[point_key(task.baseline_name, task.default_config())]
+    history = [_attempt(0, 0, baseline, task, "baseline")]
+    proposer = ExpertProposer(settings.search.model_dump())
+    stop, rounds = "rounds spent", 0
+    for rnd in range(1, settings.budget.rounds + 1):
+        records = [Attempt.model_validate(h) for h in history]
+        best = min((a for a in records if a.passed), key=lambda a: a.geomean_us)
+        met = target_met(best, records[0], task.spec.target)
+        if met:
+            stop = f"target met: {met}"
+            break
+        ctx = _context(task, settings, history, rnd, seed)
+        answer = proposer.propose(ctx)
+        if not answer.proposals:
+            stop = ("converged: " if answer.converged else "nothing to propose: ") + answer.reason
+            break
+        rounds = rnd
+        seen = {point_key(h["module"], h["config"]) for h in history}
+        for p in _reviewed(ctx, proposer, answer.proposals):
+            key = point_key(p.module, p.config)
+            if key not in seen and key in table:
+                seen.add(key)
+                history.append(_attempt(len(history), rnd, table[key], task, "expert"))
+    found = min((h["geomean_us"] for h in history if h["verdict"] == "pass"), default=None)
+    brute_best = brute.best()
+    return Outcome(seed, rounds, len(history), found, brute_best.geomean_us if brute_best else None, stop)
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        low, high = text.split("-")
+        return list(range(int(low), int(high) + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python bench/replay_search.py", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("brute", type=Path)
+    parser.add_argument(
+        "--task", type=Path, help="the task folder (default: looked up by the table's task name)"
+    )
+    parser.add_argument("--seeds", default="0-9")
+    parser.add_argument("--rounds", type=int, help="rounds (default: the task's budget)")
+    parser.add_argument("--set", action="append", default=[], help="a setting, as graph.run --set takes it")
+    args = parser.parse_args(argv)
+    try:
+        brute = BruteForce.model_validate(json.loads(args.brute.read_text()))
+        folder = (
+            args.task or next(f for f in TASK_FOLDERS if (f / brute.task / "task.json").exists()) / brute.task
+        )
+        task = load_task(folder)
+        overrides = parse_assignments(args.set)
+        if args.rounds:
+            overrides.setdefault("budget", {})["rounds"] = args.rounds
+        settings = load_settings(task, overrides)
+    except (OSError, ValueError, ValidationError, TaskError, StopIteration) as exc:
+        print(f"error: {exc or 'no task folder named after the table'}", file=sys.stderr)
+        return 2
+    outcomes = [replay(task, brute, seed, settings) for seed in _seeds(args.seeds)]
+    print(f"{task.name}: {brute.space_size} configs, brute-force best {outcomes[0].brute_us:.2f} us")
+    for o in outcomes:
+        print(f"  seed {o.seed}: {o.rounds} rounds, {o.evaluated} evaluated ({100 * o.evaluated / brute.space_size:.0f}%),"
+              f" best {o.best_us:.2f} us ({o.gap_pct:+.1f}%); {o.stop}")  # fmt: skip
+    share = statistics.median(o.evaluated / brute.space_size for o in outcomes)
+    gap = statistics.median(o.gap_pct for o in outcomes if o.gap_pct is not None)
+    worst = max((o.gap_pct for o in outcomes if o.gap_pct is not None), default=math.nan)
+    print(
+        f"median: {100 * share:.0f}% of the space evaluated, {gap:+.1f}% from the best (worst {worst:+.1f}%)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The search on each task against its brute force: one markdown table from a GPU session's files.
+
+    python bench/unseen_summary.py OUT_DIR      (reads OUT_DIR/brute/*.json and OUT_DIR/runs/*/report.json)
+
+Per task: how the graph run ended and why, rounds, evaluations against the size of the space, active
+minutes, its best against the brute-force best, and each shape's % of its same-size ceiling and of the
+copy bandwidth. Writes OUT_DIR/unseen.md and prints it; exit 2 when OUT_DIR holds neither.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def brute_best(table: dict[str, Any]) -> dict[str, Any] | None:
+    passing = [m for m in table.get("measured", []) if m.get("verdict") == "pass" and m.get("geomean_us")]
+    return min(passing, key=lambda m: m["geomean_us"], default=None)
+
+
+def task_rows(name: str, report: dict[str, Any] | None, table: dict[str, Any] | None) -> list[str]:
+    best = brute_best(table) if table else None
+    space = table.get("space_size") if table else None
+    if report is None:
+        return [
+            f"| {name} | no run | - | - | {space or '-'} | - | - | {_fmt(best and best['geomean_us'], 2)} | - |"
+        ]
+    found = report["best"]["geomean_us"]
+    gap = 100 * (found / best["geomean_us"] - 1) if best and found else None
+    evaluated = report["candidates_evaluated"] + 1  # the baseline's config is one of the space's too
+    share = f" ({100 * evaluated / space:.0f}%)" if space else ""
+    return [
+        f"| {name} | {report['status']}: {report['reason']} | {report['rounds']} | {evaluated}{share} | {space or '-'} | "
+        f"{report['active_s'] / 60:.1f} | {_fmt(found, 2)} | {_fmt(best and best['geomean_us'], 2)} | {_fmt(gap)} |"
+    ]
+
+
+def shape_rows(name: str, report: dict[str, Any]) -> list[str]:
+    return [
+        f"| {name} | {' '.join(f'{k}={v}' for k, v in r['shape'].items())} | {r['dtype']} | {_fmt(r['best_us'], 2)} | "
+        f"{_fmt(r.get('best_ceiling_pct'))} | {_fmt(r.get('best_roofline_pct'))} |"
+        for r in report["per_shape"]
+    ]
+
+
+def summary(out: Path) -> str | None:
+    tables = {p.stem: json.loads(p.read_text()) for p in sorted((out / "brute").glob("*.json"))}
+    reports = {p.parent.name: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/report.json"))}
+    if not tables and not reports:
+        return None
+    lines = ["# The search against the brute force", "",
+             "| task | how it ended | rounds | configs evaluated | configs | active min | best us | brute-force best us | gap % |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in sorted(set(tables) | set(reports)):
+        lines += task_rows(name, reports.get(name), tables.get(name))
+    lines += ["", "## Per shape (the run's best)", "",
+              "| task | shape | dtype | us | % of same-size ceiling | % of copy bandwidth |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, report in sorted(reports.items()):
+        lines += shape_rows(name, report)
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python bench/unseen_summary.py OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(args[0])
+    text = summary(out)
+    if text is None:
+        print(f"error: {out} holds no brute/*.json and no runs/*/report.json", file=sys.stderr)
+        return 2
+    (out / "unseen.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

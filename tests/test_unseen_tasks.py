@@ -1,0 +1,40 @@
+"""The tasks written as a user would, of kinds the examples do not cover: they load without min_dims or
+cpu_shapes, draw their inputs from a CPU generator, search a space with a loop-count constexpr, and
+their baseline passes the evaluator on the CPU at its config and at both ends of every key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nodes.expert.kernel_roles import launched_roles
+from tools.evaluate import evaluate
+from tools.task import load_task
+
+UNSEEN = Path(__file__).resolve().parent / "fixtures" / "tasks"
+TASKS = ["scale_shift_cpu_gen", "colsum_cpu_gen", "stencil_cpu_gen"]
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_written_as_a_user_would_with_a_loop_count_in_the_space(name: str) -> None:
+    task = load_task(UNSEEN / name)
+    assert task.spec.target.roofline_pct and task.spec.target.min_dims is None
+    assert task.spec.cpu_shapes == [] and "torch.Generator()" in (task.folder / "reference.py").read_text()
+    roles = launched_roles(task.baseline_source)
+    loops = {key for kernel in roles.values() for key, role in kernel.items() if role == "loop"}
+    assert loops & set(task.spec.search_space), roles
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["colsum_cpu_gen", "stencil_cpu_gen"])
+def test_the_baseline_passes_the_evaluator_at_its_config_and_both_ends_of_every_key(name: str) -> None:
+    task = load_task(UNSEEN / name)
+    space = task.spec.search_space
+    for config in (
+        task.default_config(),
+        {k: v[0] for k, v in space.items()},
+        {k: v[-1] for k, v in space.items()},
+    ):
+        result = evaluate(task.folder, task.baseline_source, config, device="cpu")
+        assert result.verdict == "pass", (config, result.error_type, result.message)
