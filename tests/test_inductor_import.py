@@ -331,3 +331,26 @@ def test_the_command_line_writes_the_candidate_or_exits_2(tmp_path, capsys):
     assert '"WARPS_SCALE"' in capsys.readouterr().out and "def launch(" in out.read_text()
     assert main([str(FIXTURES / "provisional" / "15_LinearGELU.json"), "--out", str(tmp_path / "x.py")]) == 2
     assert "library kernel" in capsys.readouterr().err and not (tmp_path / "x.py").exists()
+
+
+def test_a_capture_records_the_launch_config_after_inductor_drops_its_configs(monkeypatch):
+    """On a GPU, Inductor's autotuner may free ``configs`` once it has its launchers (torch 2.11): the
+    capture reads the winner from the launcher and counts the choices before the run."""
+    from types import SimpleNamespace
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    from tools import inductor_capture
+
+    def autotune(self, *args, **kwargs):  # what the real run leaves: the winner, its configs dropped
+        self.launchers, self.configs = self.launchers[:1], None
+
+    monkeypatch.setattr(CachingAutotuner, "run", autotune)
+    launches = inductor_capture.configure(codegen_only=False)
+    config = SimpleNamespace(kwargs={"XBLOCK": 1024}, num_warps=4, num_stages=1)
+    other = SimpleNamespace(kwargs={"XBLOCK": 512}, num_warps=8, num_stages=1)
+    kernel = SimpleNamespace(fn=SimpleNamespace(__name__="triton_poi_gelu"), configs=None,
+                             launchers=[SimpleNamespace(config=config), SimpleNamespace(config=other)])  # fmt: skip
+    CachingAutotuner.run(kernel)
+    assert launches["triton_poi_gelu"] == {"kwargs": {"XBLOCK": 1024}, "num_warps": 4, "num_stages": 1,
+                                           "autotuned": True}  # fmt: skip

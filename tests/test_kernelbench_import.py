@@ -176,8 +176,13 @@ def test_the_reference_recognizes_inputs_made_in_another_process(imported):
     inputs = task.make_inputs(shape, torch.float32, "cpu", 0)
     fresh = import_file(imported / "07_LayerNormAffine" / "reference.py", "_fresh_reference_07")
     assert torch.equal(fresh.reference(*inputs), task.reference(*inputs))
-    with pytest.raises(ValueError, match="match none of the task's shapes"):
-        fresh.reference(torch.zeros(3, 5), torch.zeros(5), torch.zeros(5))
+    # a shape the task does not list (the judge's hidden shapes), made elsewhere: its sizes say which
+    unlisted = {**shape, **{d: v + 3 for d, v in shape.items()}}
+    made = task.make_inputs(unlisted, torch.float32, "cpu", 1)
+    again = import_file(imported / "07_LayerNormAffine" / "reference.py", "_fresh_reference_07b")
+    assert torch.equal(again.reference(*made), task.reference(*made))
+    with pytest.raises(ValueError, match="match none of the task's shapes"):  # sizes no shape makes
+        fresh.reference(torch.zeros(3, 5), torch.zeros(6), torch.zeros(5))
 
 
 def test_an_edited_problem_file_is_refused(imported, tmp_path):

@@ -66,8 +66,10 @@ def configure(codegen_only: bool) -> dict[str, Any]:
         if codegen_only:
             launches[self.fn.__name__] = {**_config(self.configs[0]), "autotuned": False}
             return None
+        # counted before the run: the autotuner keeps only the winner, and newer Inductor drops its configs
+        choices = len(getattr(self, "launchers", None) or getattr(self, "configs", None) or [])
         out = run(self, *args, **kwargs)
-        launches[self.fn.__name__] = {**_config(self.launchers[0].config), "autotuned": len(self.configs) > 1}
+        launches[self.fn.__name__] = {**_config(self.launchers[0].config), "autotuned": choices > 1}
         return out
 
     CachingAutotuner.run = recording_run
@@ -172,10 +174,7 @@ def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
             try:
                 captures.append(capture_shape(task, shape, dtype, args.device, launches, args.gemm))
             except Exception as exc:  # recorded, never hidden: a shape Inductor cannot compile is a finding
-                first = (str(exc).strip().splitlines() or [""])[0]
-                captures.append(
-                    {"shape": shape, "dtype": dtype, "error": f"{type(exc).__name__}: {first[:300]}"}
-                )
+                captures.append({"shape": shape, "dtype": dtype, "error": _error(exc)})
             print(f"{task.name} {shape} {dtype}: {captures[-1].get('error', 'captured')}", flush=True)
             if args.device == "cuda":
                 torch.cuda.empty_cache()
@@ -185,8 +184,7 @@ def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
             task, general_shape, task.dtypes[0], args.device, launches, args.gemm, dynamic=True
         )
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        general = {"shape": general_shape, "error": f"{type(exc).__name__}: {first[:300]}"}
+        general = {"shape": general_shape, "error": _error(exc)}
     print(f"{task.name} general kernels at {general_shape}: {general.get('error', 'captured')}", flush=True)
     return {
         "task": task.name,
@@ -198,6 +196,16 @@ def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
         "captures": captures,
         "general": general,
     }
+
+
+def _error(exc: BaseException) -> str:
+    """The exception's type, first line and the frame that raised it (a capture error must be findable)."""
+    import traceback
+
+    first = (str(exc).strip().splitlines() or [""])[0]
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})" if frame else ""
+    return f"{type(exc).__name__}: {first[:300]}{where}"
 
 
 def _listed(task: Task) -> list[dict]:

@@ -224,15 +224,56 @@ def _skeleton_for(inputs: Sequence[torch.Tensor]) -> torch.nn.Module:
 
 
 def _shape_of(signature: tuple) -> dict[str, int]:
-    """The shape inputs of this signature were made at: made here, or one of the task's listed shapes."""
+    """The shape inputs of this signature were made at: made here, one of the task's listed shapes, or
+    read off the tensors' sizes (inputs made in another process, at a shape the task does not list)."""
     if signature not in _SHAPE_OF:
         for shape in SPEC["shapes"]:
             _SHAPE_OF.setdefault(_meta_signature(shape), dict(shape))
     if signature not in _SHAPE_OF:
-        raise ValueError(
-            f"inputs of shapes {list(signature)} match none of the task's shapes; use make_inputs"
-        )
+        inferred = _read_shape(signature)
+        if inferred is None:
+            raise ValueError(
+                f"inputs of shapes {list(signature)} match none of the task's shapes; use make_inputs"
+            )
+        _SHAPE_OF[signature] = inferred
     return _SHAPE_OF[signature]
+
+
+def _read_shape(signature: tuple) -> dict[str, int] | None:
+    """The shape whose inputs have these sizes: each dim read where it moves a tensor's size one for one
+    (found by moving it by one from the first listed shape), checked by building the inputs at it."""
+    base = dict(SPEC["shapes"][0])
+    base_signature = _flat(_meta_signature(base))
+    flat = _flat(signature)
+    if not SPEC["dims"] or len(flat) != len(base_signature):
+        return None
+    shape = dict(base)
+    for dim in SPEC["dims"]:
+        axis = _axis_of(dim, base, base_signature)
+        if axis is None:
+            return None
+        shape[dim] = base[dim] + flat[axis] - base_signature[axis]
+    try:
+        return shape if _meta_signature(shape) == signature else None
+    except Exception:
+        return None
+
+
+def _axis_of(dim: str, base: dict[str, int], base_signature: list[int]) -> int | None:
+    """A tensor size that moves one for one with ``dim`` (a problem may refuse a move up, or down)."""
+    for step in (1, -1):
+        try:
+            moved = _flat(_meta_signature({**base, dim: base[dim] + step}))
+        except Exception:
+            continue
+        axes = [i for i, (a, b) in enumerate(zip(base_signature, moved, strict=False)) if b - a == step]
+        if axes and len(moved) == len(base_signature):
+            return axes[0]
+    return None
+
+
+def _flat(signature: tuple) -> list[int]:
+    return [size for sizes in signature for size in sizes]
 
 
 def _meta_signature(shape: dict[str, int]) -> tuple:

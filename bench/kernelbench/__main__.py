@@ -5,9 +5,9 @@
 
 1. Imports the problems (files or folders) into DIR/tasks with tools.kernelbench; a file that is not a
    problem is reported and skipped.
-2. Runs each task with ``python -m graph.run TASK --device ... --model SPEC --non-interactive`` as a
-   subprocess, unattended as bench.suite runs its searches (a pause is answered "continue" a few times,
-   held candidates stay failures, the run is killed past --search-timeout); a run folder that already
+2. Runs each task with ``python -m graph.run TASK --device ... --model SPEC --unattended`` as a
+   subprocess with ``--unattended``, as bench.suite runs its searches (the unattended policy answers every
+   pause, held candidates stay failures, the run is killed past --search-timeout); a run folder that already
    holds a report is reused, a killed one resumed.
 3. Reads each run's report.json and writes DIR/report.json and DIR/report.md: correctness rate, fast_p
    at p = 1.0, 1.2, 1.5, 2.0 and geomean speedups against eager and against torch.compile (KernelBench's
@@ -122,31 +122,22 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def run_problem(name: str, task_dir: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One unattended graph.run (reused when its report exists); its exit code and wall time."""
-    from bench.suite import EXIT_PAUSED, UNATTENDED_ANSWERS
-
+    """One ``--unattended`` graph.run (reused when its report exists, resumed when killed): the
+    unattended policy answers every pause and held candidates stay failures. Its exit code and wall time."""
     run_dir = out / "runs" / name
     if (run_dir / "report.json").exists():
         return {"reused": True}
-    resume = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--non-interactive"]
-    cmd = resume if (run_dir / "checkpoints.sqlite").exists() else [
+    cmd = [sys.executable, "-m", "graph.run", "--resume", str(run_dir), "--unattended"] if (
+        run_dir / "checkpoints.sqlite").exists() else [
         sys.executable, "-m", "graph.run", str(task_dir), "--device", args.device, "--model", args.model,
-        "--non-interactive", "--run-dir", str(run_dir), "--seed", str(args.seed),
-        "--set", "routing.held_to_human=false", "--set", f"budget.minutes={args.minutes}",
-        *(x for item in args.set for x in ("--set", item)),
+        "--unattended", "--run-dir", str(run_dir), "--seed", str(args.seed),
+        "--set", f"budget.minutes={args.minutes}", *(x for item in args.set for x in ("--set", item)),
     ]  # fmt: skip
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    started, answered = time.perf_counter(), 0
+    started = time.perf_counter()
     with (out / "runs" / f"{name}.log").open("w") as log:
         code = _graph_run(cmd, log, args.search_timeout)
-        while code == EXIT_PAUSED and answered < UNATTENDED_ANSWERS:
-            left = args.search_timeout - (time.perf_counter() - started)
-            if left <= 0:
-                code = "timeout"
-                break
-            answered += 1
-            code = _graph_run([*resume, "--answer", "continue"], log, left)
-    return {"exit_code": code, "wall_s": time.perf_counter() - started, "answered_continue": answered}
+    return {"exit_code": code, "wall_s": time.perf_counter() - started}
 
 
 def _graph_run(cmd: list[str], log: Any, timeout: float) -> int | str:
