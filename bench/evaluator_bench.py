@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import random
 import sys
@@ -80,10 +81,13 @@ def baseline_rows(task, evaluator: Evaluator) -> tuple[list[dict], dict, list[di
     return [r.model_dump() for r in first.metrics.per_shape], first.resources, repeat
 
 
-def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm") -> dict:
+def throughput(
+    n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm", cluster: str | None = None
+) -> dict:
     """N configs of one task (a seeded shuffle of every module's space) through every stage.
     ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" (empty: the evaluator's defaults), so two settings can be
-    compared on the same batch in the same run."""
+    compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
+    batch on a Dask cluster instead of this machine's judge."""
     import itertools
     import statistics
 
@@ -101,7 +105,9 @@ def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks
             )
     rng.shuffle(pool)
     batch = pool[:n]
-    settings = EvalSettings(workdir=str(workdir / f"throughput-{variant.replace('/', '_') or 'default'}"))
+    where = (cluster or "local").replace(":", "_").replace("/", "_")
+    settings = EvalSettings(workdir=str(workdir / f"throughput-{variant.replace('/', '_') or 'default'}-{where}"))
+    settings.cluster = cluster or None
     if variant:
         parallel, warmup, rep = variant.split("/")
         settings.parallel = int(parallel)
@@ -126,6 +132,7 @@ def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks
     return {
         "task": task.name,
         "candidates": len(batch),
+        "cluster": cluster or None,
         "wall_s": wall,
         "per_minute": 60 * len(batch) / wall,
         "verdicts": verdicts,
@@ -134,6 +141,10 @@ def throughput(n: int, workdir: Path, variant: str = "", task_path: str = "tasks
         "stage_seconds": {k: {"mean": statistics.mean(v), "max": max(v)} for k, v in sorted(stages.items())},
         "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
         "timing_settings": {"warmup_ms": settings.timing.warmup_ms, "rep_ms": settings.timing.rep_ms},
+        # the batch in order: verdict, geomean and judging worker, so two backends compare candidate by candidate
+        "results": [{"config": c.config, "module": c.module, "verdict": r.verdict, "error_type": r.error_type,
+                     "geomean_us": r.metrics.geomean_us, "worker": r.worker}
+                    for c, r in zip(batch, results, strict=True)],  # fmt: skip
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
@@ -219,6 +230,11 @@ def main() -> None:
         help="comma-separated PARALLEL/WARMUP_MS/REP_MS settings to compare on the same batch",
     )
     parser.add_argument(
+        "--throughput-clusters",
+        default="",
+        help="comma-separated backends for the same batch: 'local' (this machine's judge), 'local:N', an address",
+    )
+    parser.add_argument(
         "--no-torch", action="store_true", help="skip torch eager / torch.compile (baseline + repeatability)"
     )
     parser.add_argument("--workdir", default="/tmp/ka-bench")
@@ -257,9 +273,11 @@ def main() -> None:
         (out / "evaluator_baselines.json").write_text(json.dumps(report, indent=2, default=str))
     if args.throughput:
         variants = [v for v in args.throughput_variants.split(",") if v] or [""]
+        clusters = [c for c in args.throughput_clusters.split(",") if c] or ["local"]
         report["throughput_variants"] = []
-        for variant in variants:
-            measured = throughput(args.throughput, Path(args.workdir), variant, args.throughput_task)
+        for variant, cluster in itertools.product(variants, clusters):
+            measured = throughput(args.throughput, Path(args.workdir), variant, args.throughput_task,
+                                  None if cluster == "local" else cluster)  # fmt: skip
             print(json.dumps(measured), flush=True)
             report["throughput_variants"].append(measured)
             (out / "evaluator_baselines.json").write_text(json.dumps(report, indent=2, default=str))
