@@ -17,7 +17,7 @@ def test_the_device_is_named_once():
 def test_a_roofline_target_names_the_tasks_judged_shapes_and_says_a_cpu_run_cannot_meet_it():
     target = {"roofline_pct": 92, "min_dims": {"M": 4096}, "judged_shapes": ["M=4096 N=4096", "M=16384 N=8192"]}
     cpu = target_line(target, interpreted=True)
-    assert cpu == ("92% of the roofline at every judged shape, judged at M >= 4096 (M=4096 N=4096, M=16384 N=8192; "
+    assert cpu == ("92% of the same-size ceiling at every judged shape, judged at M >= 4096 (M=4096 N=4096, M=16384 N=8192; "
                    "the lowest counts); not judged here: interpreted timings never meet a target")  # fmt: skip
     assert "no shape of this run" not in cpu and "not judged" not in target_line(target, interpreted=False)
 
