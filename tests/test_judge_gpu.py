@@ -67,7 +67,9 @@ def test_a_win_is_re_measured_in_fresh_workers_against_the_judges_clock(tmp_path
         assert r.passed, (r.error_type, r.message)
         for row in r.details["confirm"]:
             print(row)
-            assert abs(row["wall_us"] - row["events_us"]) <= max(0.15 * row["events_us"], 3.0)
+            # the wall clock also pays for writing the dirty outputs back in the next flush (writeback_us)
+            band = max(0.15 * row["events_us"], 3.0)
+            assert -band <= row["wall_us"] - row["events_us"] <= band + row["writeback_us"]
 
 
 def test_a_kernel_that_keeps_its_inputs_in_the_l2_gains_nothing_it_is_not_caught_for(tmp_path):

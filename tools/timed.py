@@ -214,14 +214,15 @@ class Retime:
         s.ask("alternate", inputs=[sp.to_json() for sp in specs], stage="timing")
         rotating = timing.bench(entry, shape, 1, rotate=other)[0]
         wall = judge.wall_clock_us(s, static)
-        problem = confirm_problem(shape, static, rotating, wall, settings, judge.writeback_us(entry))
+        writeback = judge.writeback_us(entry)
+        problem = confirm_problem(shape, static, rotating, wall, settings, writeback)
         if problem is not None:
             raise problem
         timing.verify(shape, dtype)
         s.ask("release")
         self.rows[key].append(judge.row(shape, dtype, entry, medians, self.methods[key]))
         self.confirm[key].append({"shape": shape, "dtype": dtype, "events_us": static, "rotating_us": rotating,
-                                  "wall_us": wall})  # fmt: skip
+                                  "wall_us": wall, "writeback_us": writeback})  # fmt: skip
 
 
 def confirm_problem(
