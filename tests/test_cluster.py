@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("distributed")
 
 from tools.candidate import Candidate  # noqa: E402
-from tools.cluster import parse_cluster  # noqa: E402
+from tools.cluster import chunk_size, parse_cluster  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
 from tools.task import load_task  # noqa: E402
 
@@ -69,3 +69,11 @@ def test_two_workers_share_a_batch_and_a_killed_worker_loses_nothing(tmp_path):
     assert killed_after and killed_after[0] < len(batch)  # it died with candidates still open
     assert killed[0].poll() is not None
     assert workers == {"w0", "w1"}, workers  # both judged some: the other finished what the dead one left
+
+
+def test_a_batch_is_spread_over_every_gpu_in_one_chunk_each():
+    """One GPU: the whole batch in one chunk, so its checks overlap its timings as in a local batch;
+    eight GPUs: a 24-candidate round keeps all eight busy, never three chunks of eight."""
+    assert chunk_size(24, 1) == 24
+    assert chunk_size(24, 8) == 3 and chunk_size(25, 8) == 4
+    assert chunk_size(3, 8) == 1 and chunk_size(0, 2) == 1

@@ -4,10 +4,10 @@
     --cluster tcp://HOST:PORT  an existing scheduler; start one worker per GPU with
                                CUDA_VISIBLE_DEVICES=i dask worker tcp://HOST:PORT --nthreads 1 --resources GPU=1
 
-A batch is cut into chunks. A chunk runs on one worker, in that worker's judge (tools/backend.py): its
-compiles and correctness checks use the worker host's CPUs in parallel, its timings run one at a time
-on that worker's GPU (each chunk asks for the worker's one GPU, so chunks on a worker never overlap). At
-most ceil(1.5 x workers) chunks are in flight. Each finished candidate is published on a Dask queue as it
+A batch is cut into one chunk per worker (``chunk_size``). A chunk runs on one worker, in that worker's
+judge (tools/backend.py): its compiles and correctness checks use the worker host's CPUs in parallel and
+overlap its timings, which run one at a time on that worker's GPU (each chunk asks for the worker's one
+GPU, so chunks on a worker never overlap). At most ceil(1.5 x workers) chunks are in flight. Each finished candidate is published on a Dask queue as it
 arrives, so a worker that dies costs only the candidates it had not finished: those are sent once more
 to another worker, then failed as ``worker_lost``. A scheduler that goes away raises ``ClusterLost``:
 the run stops with its checkpoint kept and resumes on another cluster or locally.
@@ -37,7 +37,6 @@ from typing import Any
 from tools.backend import REPO_ROOT, LocalBackend
 from tools.task import Task
 
-CHUNK = 8  # candidates per chunk: one worker's parallel checks, and what a dead worker costs at most
 START_TIMEOUT_S = 120.0
 LOST_AFTER_S = 20.0  # a scheduler unreachable this long is gone
 
@@ -222,6 +221,13 @@ class DaskBackend:
             self.local.close()
 
 
+def chunk_size(jobs: int, gpus: int) -> int:
+    """Candidates per chunk: the batch spread evenly over the GPUs. Fewer, larger chunks let a judge overlap
+    one candidate's checks with another's timing, as a local batch does (chunks of 8 on one H200 judged
+    add_rmsnorm at 75% of the local judge's rate); a dead worker costs its chunk's unfinished candidates."""
+    return max(1, math.ceil(jobs / max(1, gpus)))
+
+
 class _Batch:
     """One evaluate call on the cluster: chunks in flight, results as they arrive, a lost chunk's
     unfinished candidates sent once more."""
@@ -233,6 +239,7 @@ class _Batch:
         self.pending = {job["key"]: job for job in jobs}
         self.tries = {job["key"]: 0 for job in jobs}
         self.waiting = list(self.pending)
+        self.size = chunk_size(len(jobs), backend.gpus())
         self.in_flight: dict[Any, list[int]] = {}
         self.queue_name = f"ka-results-{uuid.uuid4().hex}"
         self.results = Queue(self.queue_name, client=backend.client)
@@ -241,7 +248,7 @@ class _Batch:
         b = self.backend
         cap = math.ceil(1.5 * b.gpus())
         while self.waiting and len(self.in_flight) < cap:
-            keys, self.waiting = self.waiting[:CHUNK], self.waiting[CHUNK:]
+            keys, self.waiting = self.waiting[: self.size], self.waiting[self.size :]
             chunk = [self.pending[k] for k in keys]
             future = b.client.submit(run_chunk, b.files, b.task_key, b.device, b.settings, b.hidden_shapes, chunk,
                                      self.queue_name, resources={"GPU": 1}, pure=False, retries=0)  # fmt: skip
