@@ -10,7 +10,7 @@
 
 An answer that cannot be applied raises ``AnswerError`` saying why, before it reaches the checkpoint:
 a value of another type than the key's values (``widen num_warps=abc``), a block size that is not a
-power of two where a kernel's ``tl.arange`` needs one (tools.block_shapes), a file that does not exist,
+power of two where a kernel's ``tl.arange`` needs one (tools.kernel_roles), a file that does not exist,
 a construct that does not parse, a config outside the space.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from loop.records import Attempt
-from tools.block_shapes import block_size_keys
+from tools.kernel_roles import block_size_keys
 from tools.task import Task
 
 CHOICES = [

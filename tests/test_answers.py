@@ -1,5 +1,5 @@
 """Answers are parsed and checked against the task before any is taken (nodes/answers.py), and which
-launch() keywords size a block is read from the kernels' source (tools/block_shapes.py)."""
+launch() keywords size a block is read from the kernels' source (tools/kernel_roles.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodes.answers import AnswerError, parse_answer
-from tools.block_shapes import block_size_keys
+from tools.kernel_roles import block_size_keys
 from tools.task import load_task
 
 REPO = Path(__file__).parent.parent

@@ -17,9 +17,9 @@ import pytest
 from loop.roles import AgentContext, Proposal
 from loop.settings import default_settings
 from nodes.expert import ExpertCritic
-from nodes.expert.kernel_roles import launched_roles
 from nodes.expert.resources import LinearEstimate, resource_findings
 from tools.candidate import candidate_identity
+from tools.kernel_roles import launched_roles
 
 REPO = Path(__file__).resolve().parents[1]
 UNSEEN = REPO / "tests" / "fixtures" / "tasks"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nodes.expert.kernel_roles import launched_roles
 from tools.evaluate import evaluate
+from tools.kernel_roles import launched_roles
 from tools.task import load_task
 
 UNSEEN = Path(__file__).resolve().parent / "fixtures" / "tasks"

@@ -1,7 +1,7 @@
 """A resource estimate of a config against the device's limits, before it is compiled, that learns from
 what the compiler reported for the module's earlier candidates.
 
-The tile is read from the module's source (``nodes/expert/kernel_roles.py``): per launched kernel, the
+The tile is read from the module's source (``tools/kernel_roles.py``): per launched kernel, the
 product of the config keys that size its blocks, the largest over the kernels; a loop-count constexpr
 (``range(ROWS)``) never enters it. Without a readable source, the key names decide (BLOCK_*, ROWS, ...).
 
@@ -28,8 +28,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodes.expert.kernel_roles import tile_key_sets
 from nodes.expert.space import key_role
+from tools.kernel_roles import tile_key_sets
 
 LIVE_VALUES_PER_ELEMENT = 2.0
 REGISTER_OVERHEAD = 24.0
