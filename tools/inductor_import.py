@@ -40,6 +40,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tools import inductor_helpers
+from tools.static_check import dotted_name
 
 SCALES = [1, 0.5, 2, 4]
 WARPS_KEY = "WARPS_SCALE"
@@ -119,7 +120,7 @@ def wrapper_kernels(source: str) -> tuple[dict[str, str], ast.FunctionDef]:
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Call)
-            and _dotted(node.value.func) == "async_compile.triton"
+            and dotted_name(node.value.func) == "async_compile.triton"
         ):
             name, text = (a.value for a in node.value.args[:2])
             kernels[name] = text
@@ -138,7 +139,7 @@ def parse_kernel(name: str, source: str) -> Kernel:
     kernel = next((f for f in functions if f.name == name), None)
     if kernel is None:
         raise ConversionError(f"{name}: its source defines no function {name}")
-    kind = next((_dotted(d.func) for d in kernel.decorator_list if isinstance(d, ast.Call)), "")
+    kind = next((dotted_name(d.func) for d in kernel.decorator_list if isinstance(d, ast.Call)), "")
     if kind.startswith("triton_heuristics.") and kind.split(".")[1] not in (
         "pointwise", "reduction", "persistent_reduction", "template",
     ):  # fmt: skip
@@ -153,7 +154,7 @@ def parse_kernel(name: str, source: str) -> Kernel:
     constexprs = [
         a.arg
         for a in kernel.args.args
-        if a.annotation is not None and _dotted(a.annotation) == "tl.constexpr"
+        if a.annotation is not None and dotted_name(a.annotation) == "tl.constexpr"
     ]
     body_constants = {}
     for stmt in kernel.body:
@@ -183,16 +184,6 @@ def _decorator_dict(fn: ast.FunctionDef, keyword: str) -> dict[str, Any]:
                     except ValueError:
                         continue
     return found
-
-
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 # -- the call(args) body --------------------------------------------------------------------------------
@@ -254,7 +245,7 @@ def _is_size_assert(stmt: ast.stmt) -> bool:
     return (
         isinstance(stmt, ast.Expr)
         and isinstance(stmt.value, ast.Call)
-        and _dotted(stmt.value.func) == "assert_size_stride"
+        and dotted_name(stmt.value.func) == "assert_size_stride"
         and len(stmt.value.args) >= 3
     )
 
@@ -270,7 +261,7 @@ def _skipped(stmt: ast.stmt) -> bool:
     value = stmt.value if isinstance(stmt, ast.Expr | ast.Assign) else None
     if not isinstance(value, ast.Call):
         return False
-    name = _dotted(value.func)
+    name = dotted_name(value.func)
     return name in SKIPPED_CALLS or (isinstance(stmt, ast.Assign) and name == "get_raw_stream")
 
 
@@ -278,7 +269,7 @@ def _is_run(node: ast.Call, kernels: dict[str, Kernel]) -> bool:
     return (
         isinstance(node.func, ast.Attribute)
         and node.func.attr == "run"
-        and _dotted(node.func.value) in kernels
+        and dotted_name(node.func.value) in kernels
     )
 
 
@@ -293,7 +284,7 @@ def _assignment(stmt: ast.Assign, text: str) -> ast.stmt:
     value = stmt.value
     if isinstance(value, ast.Name) or _is_arithmetic(value) or _is_size_read(value):
         return stmt  # buffer reuse `buf3 = buf1`; a size `xnumel = 8*s21`, `s0 = x_size[1]`, `x.size()`
-    if isinstance(value, ast.Call) and _dotted(value.func) in ALLOCATORS | {"reinterpret_tensor"}:
+    if isinstance(value, ast.Call) and dotted_name(value.func) in ALLOCATORS | {"reinterpret_tensor"}:
         return ast.Assign(targets=stmt.targets, value=_rewrite_expr(value, text), lineno=0)
     raise ConversionError(f"the wrapper's call does `{text[:120]}`: {_why(stmt)}")
 
@@ -321,7 +312,7 @@ def _rewrite_expr(node: ast.expr, text: str) -> ast.expr:
     """Allocation and view calls as torch calls a candidate may make; names and constants as they are."""
     if _is_arithmetic(node):
         return node
-    if isinstance(node, ast.Call) and _dotted(node.func) in ALLOCATORS:
+    if isinstance(node, ast.Call) and dotted_name(node.func) in ALLOCATORS:
         size, stride, dtype = node.args[:3]
         return (
             ast.parse(
@@ -330,7 +321,7 @@ def _rewrite_expr(node: ast.expr, text: str) -> ast.expr:
             .body[0]
             .value
         )
-    if isinstance(node, ast.Call) and _dotted(node.func) == "reinterpret_tensor":
+    if isinstance(node, ast.Call) and dotted_name(node.func) == "reinterpret_tensor":
         base, size, stride, offset = node.args[:4]
         return (
             ast.parse(
@@ -343,7 +334,7 @@ def _rewrite_expr(node: ast.expr, text: str) -> ast.expr:
 
 
 def _launch(node: ast.Call, kernels: dict[str, Kernel]) -> Launch:
-    kernel = kernels[_dotted(node.func.value)]
+    kernel = kernels[dotted_name(node.func.value)]
     if any(k.arg == "grid" for k in node.keywords):
         raise ConversionError(
             f"{kernel.name}: launched with grid=...: a wrapper older than torch 2.6's launch format"
@@ -372,7 +363,7 @@ class _KernelRewriter(ast.NodeTransformer):
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
-        owner = _dotted(node.value)
+        owner = dotted_name(node.value)
         if owner == "triton_helpers":
             name = f"inductor_{node.attr}"
             if name not in HELPERS:

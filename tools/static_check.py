@@ -164,7 +164,8 @@ class StaticReport:
     launched: list[str] = field(default_factory=list)
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
+    """``a.b.c`` for an attribute chain (``tl.constexpr``); the attributes alone when it does not start at a name."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -176,7 +177,7 @@ def _dotted(node: ast.AST) -> str:
 
 def _is_jit_decorator(dec: ast.AST) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
-    name = _dotted(target)
+    name = dotted_name(target)
     return name.split(".")[-1] in {"jit", "autotune", "heuristics"}
 
 
@@ -265,7 +266,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                     node,
                     source,
                 )
-            name = _dotted(node.func)
+            name = dotted_name(node.func)
             if (
                 name.startswith("torch.")
                 and name.count(".") == 1
@@ -296,7 +297,7 @@ def check_source(source: str, forbid: list[str] | None = None) -> StaticReport:
                 "forbidden_construct", f"torch.{node.attr} is not available to candidates", node, source
             )
         if isinstance(node, ast.Attribute | ast.Name):
-            text = _dotted(node)
+            text = dotted_name(node)
             for construct in forbid:
                 if _matches(text, construct):
                     return _fail("forbidden_construct", f"{construct} is forbidden by the task", node, source)
