@@ -139,3 +139,32 @@ def test_a_judge_that_dies_is_started_again_and_no_candidate_is_lost(tmp_path):
         restarts = evaluator.judge.restarts
     assert restarts == 1
     assert len(results) == len(batch) and all(r.passed for r in results), [r.message for r in results]
+
+
+def test_a_candidate_sent_again_after_the_judge_died_gets_a_fresh_scratch_folder(tmp_path):
+    """The dead judge's workers may still hold the first attempt's channel open: a new judge must never
+    open the same folder (it would talk to them, and wait on answers that never come)."""
+    from tools.backend import JudgeLost, LocalBackend
+
+    class DiesOnce:  # the judge client: the first request dies after answering the first job
+        def __init__(self):
+            self.sent: list[list[dict]] = []
+
+        def request(self, op, on_message, jobs):
+            self.sent.append(jobs)
+            on_message({"key": jobs[0]["key"], "result": {"verdict": "pass"}})
+            if len(self.sent) == 1:
+                raise JudgeLost("killed")
+            for job in jobs[1:]:
+                on_message({"key": job["key"], "result": {"verdict": "pass"}})
+
+        ready: dict = {}
+
+    backend = LocalBackend.__new__(LocalBackend)
+    backend.root, backend.device, backend.judge = tmp_path, "cpu", DiesOnce()
+    jobs = [{"key": k, "source": GOOD, "config": {}, "identity": f"c{k}"} for k in range(3)]
+    done: list[int] = []
+    backend.evaluate(jobs, lambda key, raw: done.append(key))
+    first, again = backend.judge.sent
+    assert sorted(done) == [0, 1, 2] and [j["key"] for j in again] == [1, 2]
+    assert not {j["scratch"] for j in first} & {j["scratch"] for j in again}

@@ -157,10 +157,15 @@ class LocalBackend:
     def evaluate(self, jobs: list[dict[str, Any]], finished: Finished) -> None:
         """Every job through the judge; a judge that dies is started again and what it left is sent again
         once, then failed with the reason."""
-        pending = {job["key"]: self.job(job) for job in jobs}
+        originals = {job["key"]: job for job in jobs}
+        pending = {key: self.job(job) for key, job in originals.items()}
         for attempt in range(2):
             if not pending:
                 return
+            if attempt:
+                # A fresh scratch folder for each candidate sent again: the dead judge's workers may still
+                # hold the old one's channel open, and a new judge must never talk to them.
+                pending.update({key: self.job(originals[key]) for key in pending})
 
             def on_message(message: dict) -> None:
                 if "key" in message and message["key"] in pending:
