@@ -34,6 +34,9 @@ class JudgeClient:
     """One judge process for one task and device; started again when it dies."""
 
     READY_TIMEOUT_S = 300.0  # its imports, the copy bandwidth, a busy machine
+    POLL_S = 1.0  # how often a quiet judge is checked for being dead
+    BURY_TIMEOUT_S = 10.0  # a judge whose pipe closed but that will not exit is killed
+    COMMAND = [sys.executable, "-P", "-m", "tools.judge"]
 
     def __init__(self, task_folder: str, device: str, settings: dict[str, Any], hidden: list[dict], root: Path):
         """``settings``: the judge's (tools.judge.JudgeSettings fields, as EvalSettings.for_judge gives them)."""
@@ -57,7 +60,7 @@ class JudgeClient:
             env["CUDA_VISIBLE_DEVICES"] = ""
         log = open(self.root / "judge.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "tools.judge"], cwd=self.root, env=env, stdin=subprocess.PIPE,
+            self.COMMAND, cwd=self.root, env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=log, preexec_fn=os.setsid,
         )  # fmt: skip
         self._lines = queue.Queue()
@@ -87,14 +90,33 @@ class JudgeClient:
             raise JudgeLost(f"the judge stopped reading: {exc}") from None
 
     def _receive(self, timeout: float) -> dict[str, Any]:
+        """The judge's next message. Its death is read off the process, not only off its pipe: the pipe closes
+        a moment before the process can be reaped, and a child still holding the pipe would hide the death."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self._lines.get(timeout=max(0.0, min(self.POLL_S, deadline - time.monotonic())))
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    message = None
+                elif time.monotonic() < deadline:
+                    continue
+                else:
+                    self.kill()
+                    raise JudgeLost(f"the judge said nothing for {timeout:.0f} s") from None
+            if message is None:
+                self._bury()
+                raise JudgeLost("the judge died (see judge.log in the evaluator's folder)")
+            return message
+
+    def _bury(self) -> None:
+        """Wait until the dead judge is reaped, so that ``alive()`` says so and the next request starts one."""
+        assert self.proc is not None
         try:
-            message = self._lines.get(timeout=timeout)
-        except queue.Empty:
+            self.proc.wait(timeout=self.BURY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
             self.kill()
-            raise JudgeLost(f"the judge said nothing for {timeout:.0f} s") from None
-        if message is None:
-            raise JudgeLost("the judge died (see judge.log in the evaluator's folder)")
-        return message
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
