@@ -193,11 +193,12 @@ def markdown(report: dict) -> str:
             "## Throughput",
             "",
             f"The same {report['throughput']['task']} configs through static → compile → correctness → timing, once per setting "
-            "(check workers in parallel / timing warmup ms / rep ms). Stage seconds are per candidate, "
-            "inside its worker (mean).",
+            "(check workers in parallel / timing warmup ms / rep ms). Stage seconds are per candidate (mean), as "
+            "the judge saw them; in brackets the part spent waiting for the worker's replies / for the judge's "
+            "own CUDA stream (the rest is the judge's copies and comparisons).",
             "",
             "| setting | candidates | wall s | per minute | verdicts | check phase s | timing phase s "
-            "| startup | compile | correctness | timing |",
+            "| startup | compile | correctness (worker / sync) | timing (worker / sync) |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for tp in report.get("throughput_variants", [report["throughput"]]):
@@ -212,7 +213,8 @@ def markdown(report: dict) -> str:
                 f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')} "
                 f"| {tp['candidates']} | {tp['wall_s']:.1f} | **{tp['per_minute']:.1f}** | {tp['verdicts']} "
                 f"| {ph.get('check', 0):.1f} | {ph.get('timing', 0):.1f} | {mean('startup')} | "
-                f"{mean('compile')} | {mean('correctness')} | {mean('timing')} |"
+                f"{mean('compile')} | {mean('correctness')} ({mean('correctness_worker')} / {mean('correctness_sync')}) | "
+                f"{mean('timing')} ({mean('timing_worker')} / {mean('timing_sync')}) |"
             )
         lines.append("")
     return "\n".join(lines)

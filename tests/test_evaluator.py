@@ -231,3 +231,17 @@ def test_a_task_with_a_naive_baseline_raises_the_hold_threshold_but_never_the_ro
         (folder / "task.json").write_text(json.dumps(spec))
         with pytest.raises(TaskError, match="suspicious_speedup"):
             load_task(folder)
+
+
+def test_each_phase_says_how_much_of_it_was_spent_waiting_on_the_worker(tmp_path):
+    """A candidate whose launch() is slow: its correctness seconds are mostly the wait for its worker's
+    replies, and no part of a phase is longer than the phase."""
+    slow = (CANDIDATES / "good.py").read_text().replace(
+        "    out = torch.empty_like(x)\n", "    out = torch.empty_like(x)\n    busy = 0\n    for i in range(400_000):\n        busy += i\n"
+    )
+    result = evaluate(TASK, slow, CONFIG, device="cpu", settings=EvalSettings(parallel=1, workdir=str(tmp_path)))
+    seconds = result.stage_seconds
+    assert result.passed, result.message
+    for phase in ("startup", "compile", "correctness"):
+        assert seconds[f"{phase}_worker"] + seconds[f"{phase}_sync"] <= seconds[phase] + 1e-3, seconds
+    assert seconds["correctness_worker"] > 0.8 * seconds["correctness"], seconds

@@ -225,18 +225,15 @@ class Judge:
             degenerate = self.degenerate()
             if degenerate:
                 raise Verdict("correctness", "runtime_error", degenerate, details=dict(TASK_ERROR))
-            lap = time.perf_counter()
-            checks.compile()
-            session.seconds["compile"] = time.perf_counter() - lap
+            with session.phase("compile"):
+                checks.compile()
             session.stage = "correctness"
-            lap = time.perf_counter()
-            checks.correctness()
-            session.seconds["correctness"] = time.perf_counter() - lap
+            with session.phase("correctness"):
+                checks.correctness()
             result: dict[str, Any] = {"verdict": "pass", "stage": "correctness"}
             if self.device != "cuda":
-                lap = time.perf_counter()
-                result["metrics"] = {"per_shape": checks.interpreted_times(), "runs": 3}
-                session.seconds["interpreter_timing"] = time.perf_counter() - lap
+                with session.phase("interpreter_timing"):
+                    result["metrics"] = {"per_shape": checks.interpreted_times(), "runs": 3}
         except Verdict as verdict:
             session.close()
             return self._finish(verdict.fields, session, checks), None
@@ -258,19 +255,20 @@ class Judge:
     def time_one(self, session: Session, checked: dict[str, Any]) -> dict[str, Any]:
         session.stage = "timing"
         session.deadline = time.monotonic() + self.settings.timing_timeout_s
-        started = time.perf_counter()
-        try:
-            session.unpark()
-            metrics, kernels = Timing(session).run()
-            result = {**checked, "stage": "timing", "metrics": metrics, "grids": kernels}
-        except Verdict as verdict:
-            result = {**checked, **verdict.fields}
-        except Exception as exc:
-            result = {**checked, **_internal(exc)}
-        problem = session.close()
+        with session.phase("timing"):
+            try:
+                session.unpark()
+                metrics, kernels = Timing(session).run()
+                result = {**checked, "stage": "timing", "metrics": metrics, "grids": kernels}
+            except Verdict as verdict:
+                result = {**checked, **verdict.fields}
+            except Exception as exc:
+                result = {**checked, **_internal(exc)}
+            problem = session.close()
         if problem and result.get("verdict") == "pass":
             result = {**checked, **Verdict("timing", "forbidden_construct", problem).fields}
-        result.setdefault("stage_seconds", {})["timing"] = time.perf_counter() - started
+        timing = {k: v for k, v in session.seconds.items() if k.startswith("timing")}
+        result["stage_seconds"] = {**result.get("stage_seconds", {}), **timing}
         return result
 
     def _finish(self, result: dict[str, Any], session: Session, checks: Checks) -> dict[str, Any]:

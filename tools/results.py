@@ -76,7 +76,8 @@ class EvalResult(BaseModel):
     seconds: float = 0.0
     stage_seconds: dict[str, float] = Field(
         default_factory=dict,
-        description="wall seconds per worker phase (startup, compile, correctness, timing)",
+        description="wall seconds per phase (startup, compile, correctness, timing); PHASE_worker of it waiting"
+        " for the worker's replies, PHASE_sync waiting for the judge's own stream (the rest is the judge's work)",
     )
     sandbox: dict[str, str] = Field(default_factory=dict, description="what isolated the candidate here")
     worker: str = Field(default="", description="the evaluation worker and GPU that judged it")

@@ -3,8 +3,10 @@ handed inputs in its arena and read back from it; whatever it says about itself 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ class Session:
         self.stage = "compile"
         self.resources: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
+        self.phase_now = "startup"
 
     # -- the worker -----------------------------------------------------------------------------
     def open(self, budget_s: float) -> None:
@@ -67,19 +70,39 @@ class Session:
 
     def ask(self, op: str, **fields: Any) -> dict[str, Any]:
         assert self.channel is not None
+        lap = time.perf_counter()
         if self.judge.device == "cuda":
             # What this process wrote into the arena (inputs, guard bands) must have landed before the worker,
             # another CUDA context, reads it: nothing orders our stream with its.
             torch.cuda.current_stream().synchronize()
+        synced = time.perf_counter()
         try:
             reply = self.channel.ask(op, self._left(), **fields)
         except ChannelError as exc:
             raise self._channel_failure(exc) from None
+        finally:
+            self._spent("sync", synced - lap)
+            self._spent("worker", time.perf_counter() - synced)
         if "failure" in reply:
             f = reply["failure"]
             raise Verdict(f.get("stage", self.stage), f.get("error_type", "runtime_error"), f.get("message", ""),
                           f.get("log", ""), f.get("details") or {})  # fmt: skip
         return reply
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a phase of the judging into ``seconds[name]``, failed or not."""
+        self.phase_now, started = name, time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = time.perf_counter() - started
+
+    def _spent(self, where: str, seconds: float) -> None:
+        """Where a stage's seconds went: waiting for the judge's stream (``sync``), for the worker's reply
+        (``worker``); the rest of the stage is the judge's own work (copies, guard bands, comparisons)."""
+        key = f"{self.phase_now}_{where}"
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
 
     def _channel_failure(self, exc: ChannelError) -> Verdict:
         zygote = self.judge.zygote()
