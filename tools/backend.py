@@ -106,13 +106,14 @@ class JudgeClient:
                     self.kill()
                     raise JudgeLost(f"the judge said nothing for {timeout:.0f} s") from None
             if message is None:
-                self._bury()
                 raise JudgeLost("the judge died (see judge.log in the evaluator's folder)")
             return message
 
     def _bury(self) -> None:
-        """Wait until the dead judge is reaped, so that ``alive()`` says so and the next request starts one."""
-        assert self.proc is not None
+        """Wait until the lost judge is reaped, so that ``alive()`` says so: the pipe closes a moment before
+        the process can be reaped, and a judge that stopped reading may not exit at all (it is killed)."""
+        if self.proc is None:
+            return
         try:
             self.proc.wait(timeout=self.BURY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -130,21 +131,28 @@ class JudgeClient:
     def request(self, op: str, on_message: Callable[[dict], None], **fields: Any) -> None:
         """Send one request and pass every reply to ``on_message`` until the judge says done."""
         with self._lock:
-            self.ensure()
-            self._next += 1
-            rid = self._next
-            self._send({"op": op, "id": rid, **fields})
-            quiet = self.settings["check_timeout_s"] + self.settings["timing_timeout_s"] + 120
-            while True:
-                message = self._receive(quiet)
-                if message.get("id") != rid:
-                    continue
-                if message.get("error"):
-                    raise RuntimeError(f"the judge refused {op}: {message['error']}")
-                on_message(message)
-                if message.get("done"):
-                    self.last_done = message
-                    return
+            try:
+                self._serve(op, on_message, fields)
+            except JudgeLost:
+                self._bury()  # however it was lost, the next request finds no judge and starts one
+                raise
+
+    def _serve(self, op: str, on_message: Callable[[dict], None], fields: dict[str, Any]) -> None:
+        self.ensure()
+        self._next += 1
+        rid = self._next
+        self._send({"op": op, "id": rid, **fields})
+        quiet = self.settings["check_timeout_s"] + self.settings["timing_timeout_s"] + 120
+        while True:
+            message = self._receive(quiet)
+            if message.get("id") != rid:
+                continue
+            if message.get("error"):
+                raise RuntimeError(f"the judge refused {op}: {message['error']}")
+            on_message(message)
+            if message.get("done"):
+                self.last_done = message
+                return
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
