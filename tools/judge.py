@@ -221,7 +221,8 @@ class Judge:
         session = Session(self, job)
         checks = Checks(session)
         try:
-            session.open(self.settings.check_timeout_s)
+            with session.phase("startup"):
+                session.open(self.settings.check_timeout_s)
             degenerate = self.degenerate()
             if degenerate:
                 raise Verdict("correctness", "runtime_error", degenerate, details=dict(TASK_ERROR))
@@ -267,8 +268,7 @@ class Judge:
             problem = session.close()
         if problem and result.get("verdict") == "pass":
             result = {**checked, **Verdict("timing", "forbidden_construct", problem).fields}
-        timing = {k: v for k, v in session.seconds.items() if k.startswith("timing")}
-        result["stage_seconds"] = {**result.get("stage_seconds", {}), **timing}
+        result["stage_seconds"] = dict(session.seconds)
         return result
 
     def _finish(self, result: dict[str, Any], session: Session, checks: Checks) -> dict[str, Any]:

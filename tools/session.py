@@ -34,11 +34,10 @@ class Session:
         self.stage = "compile"
         self.resources: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
-        self.phase_now = "startup"
+        self.phase_now: str | None = None  # the phase whose waits ask() adds up (see phase())
 
     # -- the worker -----------------------------------------------------------------------------
     def open(self, budget_s: float) -> None:
-        started = time.perf_counter()
         self.deadline = time.monotonic() + budget_s
         judge = self.judge
         env = {"TRITON_CACHE_DIR": self.job["triton_cache"], "TMPDIR": str(self.scratch / "tmp")}
@@ -63,7 +62,6 @@ class Session:
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"]}  # fmt: skip
         self.ask("hello", **hello)
-        self.seconds["startup"] = time.perf_counter() - started
 
     def _left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -91,18 +89,21 @@ class Session:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Time a phase of the judging into ``seconds[name]``, failed or not."""
+        """Time a phase of the judging into ``seconds[name]``, failed or not; the waits of the commands asked
+        inside it go to ``NAME_sync`` and ``NAME_worker``, those asked between phases to none."""
         self.phase_now, started = name, time.perf_counter()
         try:
             yield
         finally:
             self.seconds[name] = time.perf_counter() - started
+            self.phase_now = None
 
     def _spent(self, where: str, seconds: float) -> None:
         """Where a stage's seconds went: waiting for the judge's stream (``sync``), for the worker's reply
         (``worker``); the rest of the stage is the judge's own work (copies, guard bands, comparisons)."""
-        key = f"{self.phase_now}_{where}"
-        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
+        if self.phase_now is not None:
+            key = f"{self.phase_now}_{where}"
+            self.seconds[key] = self.seconds.get(key, 0.0) + seconds
 
     def _channel_failure(self, exc: ChannelError) -> Verdict:
         zygote = self.judge.zygote()
