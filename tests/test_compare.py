@@ -76,3 +76,29 @@ def test_row_scale_keeps_each_row_its_own_and_ignores_1d_and_short_rows():
     assert compare(torch.cat([flat[:1], flat[1:] * 0.76]), flat, RTOL, ATOL, row_scale=True) is not None
     pairs = torch.tensor([[100.0, 1.0]] * 8)
     assert compare(torch.tensor([[100.0, 2.4]] * 8), pairs, RTOL, ATOL, row_scale=True) is not None
+
+
+def test_an_infinity_of_the_reference_must_be_matched_by_the_same_infinity():
+    """A finite value, or the other infinity, where the reference has an infinity is wrong, however large
+    the tolerance an infinite reference value would otherwise give it."""
+    expected = torch.tensor([float("inf"), -float("inf"), 2.0]).repeat(100)
+    for wrong in (expected.nan_to_num(posinf=0.0), expected.neg()):
+        found = compare(wrong.clone(), expected, 1e-2, 1e-2)
+        assert found is not None and found[0] == "mismatch", found
+    assert compare(expected.clone(), expected, 1e-2, 1e-2) is None
+
+
+def test_close_and_wrong_outputs_of_every_float_width_get_the_same_verdicts():
+    """The short path (16-bit floats compared in fp32) and the full scan agree: close passes, one element
+    off fails at that element, a NaN is reported as a NaN."""
+    torch.manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        expected = torch.randn(64, 257).to(dtype)
+        close = (expected.double() * (1 + 1e-3)).to(dtype)
+        assert compare(close, expected, 2e-2, 1e-2) is None
+        off = close.clone()
+        off[7, 9] += 1.0
+        assert compare(off, expected, 2e-2, 1e-2)[1]["index"] == [7, 9]
+        nan = close.clone()
+        nan[3, 4] = float("nan")
+        assert compare(nan, expected, 2e-2, 1e-2)[0] == "nan"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +131,10 @@ def _scan_slice(
     scan: _Scan, got: torch.Tensor, expected: torch.Tensor, offset: int, rtol: float, atol: float, row: int
 ) -> None:
     """Every statistic of one slice reduced on its device and read back in one transfer: each host
-    read waits for the GPU, and with many check workers time-slicing one GPU that wait dominates."""
+    read waits for the GPU, and with many check workers time-slicing one GPU that wait dominates.
+    A slice whose every element is finite and close takes the short path: a third of the passes."""
+    if _scan_close_slice(scan, got, expected, offset, rtol, atol, row):
+        return
     g = got.to(torch.float64)
     e = expected.to(torch.float64)
     g_nan, e_nan = torch.isnan(g), torch.isnan(e)
@@ -139,7 +143,8 @@ def _scan_slice(
     diff = torch.where(both_inf | (g_nan & e_nan), torch.zeros_like(g), (g - e).abs())
     # row > 0: rtol applies to the element's magnitude or its row's RMS, whichever is larger (opt-in)
     scale = torch.maximum(e.abs(), _row_rms(e, row)) if row else e.abs()
-    bad = (diff > atol + rtol * scale) | (e_nan & ~g_nan)
+    # an infinity of the reference is matched only by the same infinity (its tolerance would be infinite)
+    bad = (diff > atol + rtol * scale) | (e_nan & ~g_nan) | (torch.isinf(e) & ~both_inf)
     finite = torch.isfinite(e) & torch.isfinite(g)
     zero = torch.zeros((), dtype=torch.float64, device=g.device)
     empty = not diff.numel()
@@ -170,6 +175,43 @@ def _scan_slice(
     scan.diff_sq += diff_sq
     if not empty and value > scan.worst_diff:
         scan.worst_diff, scan.worst_at = value, offset + int(at)
+
+
+def _scan_close_slice(
+    scan: _Scan, got: torch.Tensor, expected: torch.Tensor, offset: int, rtol: float, atol: float, row: int
+) -> bool:
+    """The common case in few passes: True (and ``scan`` updated) when every element of the slice is
+    finite and within tolerance; False, nothing updated, when the full scan must say what is wrong.
+
+    16-bit floats are compared in fp32, which holds them and their differences exactly (to well under
+    any tolerance); anything wider in fp64. Sums of squares accumulate in fp64 either way."""
+    work = torch.float32 if got.is_floating_point() and got.element_size() <= 2 else torch.float64
+    g, e = got.to(work), expected.to(work)
+    diff = (g - e).abs_()  # NaN where either is NaN, inf where one is infinite: never "close" below
+    scale = torch.maximum(e.abs(), _row_rms(e, row)) if row else e.abs()
+    close = diff <= scale.mul_(rtol).add_(atol)
+    empty = not diff.numel()
+    zero = torch.zeros((), dtype=torch.float64, device=g.device)
+    top, at = (zero, zero) if empty else diff.max(dim=0)
+    stats = torch.stack(
+        [
+            close.sum(dtype=torch.float64),
+            e.square().sum(dtype=torch.float64),  # not finite when e holds an inf or a NaN
+            diff.square().sum(dtype=torch.float64),
+            top.to(torch.float64),
+            at.to(torch.float64),
+        ]
+    ).tolist()
+    n_close, ref_sq, diff_sq, top_value, at_value = stats
+    if n_close != diff.numel() or not math.isfinite(ref_sq) or not math.isfinite(diff_sq):
+        return False
+    if not empty:
+        scan.max_finite_diff = top_value if scan.max_finite_diff is None else max(scan.max_finite_diff, top_value)
+        if top_value > scan.worst_diff:
+            scan.worst_diff, scan.worst_at = top_value, offset + int(at_value)
+    scan.ref_sq += ref_sq
+    scan.diff_sq += diff_sq
+    return True
 
 
 def _row_rms(e: torch.Tensor, row: int) -> torch.Tensor:
@@ -284,12 +326,12 @@ def unravel(flat: torch.Tensor, shape: tuple[int, ...]) -> list[list[int]]:
 def scale_at(expected: torch.Tensor, flat: torch.Tensor, row_scale: bool) -> torch.Tensor:
     """The scale ``compare``'s elementwise rule uses at these flat positions: |expected|, or with
     ``row_scale`` max(|expected|, the RMS of its row)."""
-    e_all = expected.detach().reshape(-1).to(torch.float64)
+    e_all = expected.detach().reshape(-1)  # indexed before it is widened: outputs of a GB
     at = flat.to(e_all.device)
-    scale = e_all[at].abs()
+    scale = e_all[at].to(torch.float64).abs()
     row = int(expected.shape[-1]) if expected.dim() >= 2 else 0
     if row_scale and ROW_SCALE_MIN_ROW <= row <= CHUNK:  # only the rows sampled
-        rows = e_all.reshape(-1, row)[at // row]
+        rows = e_all.reshape(-1, row)[at // row].to(torch.float64)
         rows = torch.where(torch.isfinite(rows), rows, torch.zeros_like(rows))
         scale = torch.maximum(scale, rows.square().mean(dim=1).sqrt())
     return scale
