@@ -3,6 +3,9 @@ next request starts a new one instead of waiting on a process that will never an
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -12,6 +15,7 @@ import pytest
 
 from tools.backend import JudgeClient, JudgeLost
 
+REPO = Path(__file__).resolve().parent.parent
 READ = "sys.stdin.readline()\n"  # the first request
 SETTINGS = {"check_timeout_s": 60, "timing_timeout_s": 60}  # a quiet judge is given 240 s
 
@@ -85,3 +89,55 @@ def test_a_judge_that_stopped_reading_is_dead_for_the_next_request(tmp_path):
         assert not client.alive()
     finally:
         client.close()
+
+
+CLIENT_THAT_IS_KILLED = """
+import json, sys, threading
+from pathlib import Path
+from tools.backend import LocalBackend
+root = Path(sys.argv[1])
+backend = LocalBackend(sys.argv[2], "cpu", {"check_timeout_s": 120, "timing_timeout_s": 60}, [], root)
+backend.judge.ensure()
+source = "def launch(x, y, **config):\\n    while True:\\n        pass\\n"
+job = backend.job({"key": 0, "source": source, "config": {}, "identity": "0" * 16})
+print(json.dumps({"judge": backend.judge.proc.pid, "scratch": job["scratch"]}), flush=True)
+backend.judge.request("evaluate", lambda message: None, jobs=[job])
+"""
+
+
+def _processes_in(folder: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd").startswith(folder):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_judge_whose_client_was_killed_mid_batch_ends_with_its_workers(tmp_path):
+    """Killed mid-batch (a run stopped by a time limit, a lost Dask worker), the client leaves a judge that
+    would judge on for nobody, holding its workers and their GPU memory: it must end, and they with it."""
+    client = subprocess.Popen([sys.executable, "-c", CLIENT_THAT_IS_KILLED, str(tmp_path), str(REPO / "tests/fixtures/tasks/tiny_scale")], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    started = json.loads(client.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not _processes_in(started["scratch"]) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the worker is running the candidate that never returns
+    assert _processes_in(started["scratch"]), "the worker never started"
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (_alive(started["judge"]) or _processes_in(started["scratch"])):
+        time.sleep(0.2)
+    assert not _alive(started["judge"]), "the judge outlived its client"
+    assert not _processes_in(started["scratch"]), "the candidate's worker outlived the judge"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

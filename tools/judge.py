@@ -106,9 +106,11 @@ class Judge:
             raise Verdict(stage, "runtime_error", failure.message, failure.log, details=dict(TASK_ERROR)) from None
 
     def prepare(self) -> None:
-        """Every input set and reference of the run, made in parallel (slow make_inputs run once)."""
+        """Every input set and reference of the run, made in parallel (slow make_inputs run once), and the
+        zygote started meanwhile: its imports would otherwise hold up the first batch's every worker."""
         threads = max(2, (os.cpu_count() or 2) // 2)
         threading.Thread(target=self.refs.prefetch, args=(self.every_entry(), threads), daemon=True).start()
+        self.zygote()
 
     def layout(self) -> staging.Layout:
         """The arena layout: room for the largest input set and output set of the run (waits for them)."""
@@ -370,6 +372,17 @@ class Judge:
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
 
 
+def _end_with_client(client: int, judge: Judge) -> None:
+    """A judge whose client died (killed mid-batch, its Dask worker lost) would judge on for nobody,
+    holding its workers and GPU memory: it ends them and itself within a second."""
+    while os.getppid() == client:
+        time.sleep(1.0)
+    try:
+        judge.close()
+    finally:
+        os._exit(3)
+
+
 def _flush_us() -> float:
     """The L2 flush's own time in this process (the same kernel every worker runs before a timed call)."""
     flush_l2()
@@ -417,6 +430,7 @@ def serve() -> None:
 
     start = json.loads(sys.stdin.readline())
     judge = Judge(start)
+    threading.Thread(target=_end_with_client, args=(os.getppid(), judge), daemon=True).start()
     judge.prepare()
     say({"ready": True, "device": judge.info, "copy_gbps": judge.copy_gbps, "limits": judge.limits})
     try:
