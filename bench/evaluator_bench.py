@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
+from tools.backend import JudgeClient  # noqa: E402
 from tools.candidate import Candidate  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator, _default_parallel  # noqa: E402
 from tools.task import bytes_moved, load_task, torch_dtype  # noqa: E402
@@ -240,6 +241,11 @@ def main() -> None:
         "--no-torch", action="store_true", help="skip torch eager / torch.compile (baseline + repeatability)"
     )
     parser.add_argument("--workdir", default="/tmp/ka-bench")
+    parser.add_argument(
+        "--judge-profile",
+        default="",
+        help="folder: each local judge runs under bench/judge_sampler.py and leaves its profile there",
+    )
     parser.add_argument("--check-timeout", type=float, default=240.0)
     args = parser.parse_args()
     out = Path(args.out)
@@ -278,6 +284,11 @@ def main() -> None:
         clusters = [c for c in args.throughput_clusters.split(",") if c] or ["local"]
         report["throughput_variants"] = []
         for variant, cluster in itertools.product(variants, clusters):
+            if args.judge_profile:
+                name = f"{Path(args.throughput_task).name}-{variant.replace('/', '_') or 'default'}.json"
+                Path(args.judge_profile).mkdir(parents=True, exist_ok=True)
+                profile = str(Path(args.judge_profile).resolve() / name)
+                JudgeClient.COMMAND = [sys.executable, "-P", "-m", "bench.judge_sampler", profile]
             measured = throughput(args.throughput, Path(args.workdir), variant, args.throughput_task,
                                   None if cluster == "local" else cluster)  # fmt: skip
             print(json.dumps(measured), flush=True)
