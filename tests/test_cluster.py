@@ -77,3 +77,46 @@ def test_a_batch_is_spread_over_every_gpu_in_one_chunk_each():
     assert chunk_size(24, 1) == 24
     assert chunk_size(24, 8) == 3 and chunk_size(25, 8) == 4
     assert chunk_size(3, 8) == 1 and chunk_size(0, 2) == 1
+
+
+RUN_THAT_IS_KILLED = """
+import json, sys
+from pathlib import Path
+from tools.cluster import DaskBackend
+from tools.task import load_task
+task = load_task(sys.argv[2])
+backend = DaskBackend("local:1", task, "cpu", {"check_timeout_s": 60, "timing_timeout_s": 60}, [], Path(sys.argv[1]))
+print(json.dumps([p.pid for p in backend.local.procs]), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_run_killed_with_a_local_cluster_leaves_no_scheduler_or_worker_behind(tmp_path):
+    """The cluster's processes live in sessions of their own (a Ctrl-C is the run's to handle): a run that is
+    killed instead must not leave them, and the GPU memory their judges hold, to the next run."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.Popen([sys.executable, "-c", RUN_THAT_IS_KILLED, str(tmp_path), str(TASK)],
+                           cwd=HERE.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    pids = json.loads(run.stdout.readline())
+    assert all(_running(pid) for pid in pids)
+    run.kill()
+    run.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+        time.sleep(0.5)
+    left = [pid for pid in pids if _running(pid)]
+    for pid in left:
+        os.killpg(pid, signal.SIGKILL)
+    assert not left, "the scheduler or a worker outlived the run that started it"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

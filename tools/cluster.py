@@ -35,10 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from tools.backend import REPO_ROOT, LocalBackend
+from tools.cluster_lifeline import PARENT_ENV
 from tools.task import Task
 
 START_TIMEOUT_S = 120.0
 LOST_AFTER_S = 20.0  # a scheduler unreachable this long is gone
+
+
+LIFELINE = "tools.cluster_lifeline"
 
 
 class ClusterLost(RuntimeError):
@@ -66,14 +70,16 @@ class LocalCluster:
         port = _free_port()
         self.address = f"tcp://127.0.0.1:{port}"
         env = _env(None)
-        self._start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], env, "scheduler")
+        self._start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                     "--preload", LIFELINE], env, "scheduler")  # fmt: skip
         for i in range(workers):
             gpu = str(i) if device == "cuda" else ""
             self._start(["worker", self.address, "--nworkers", "1", "--nthreads", "1", "--name", f"w{i}",
-                         "--resources", "GPU=1", "--no-dashboard", "--local-directory", str(folder / f"w{i}")],
-                        _env(gpu), f"w{i}")  # fmt: skip
+                         "--resources", "GPU=1", "--no-dashboard", "--local-directory", str(folder / f"w{i}"),
+                         "--preload-nanny", LIFELINE], _env(gpu), f"w{i}")  # fmt: skip
 
     def _start(self, argv: list[str], env: dict[str, str], name: str) -> None:
+        env = {**env, PARENT_ENV: str(os.getpid())}  # they end when this process is gone (cluster_lifeline)
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
         self.procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + argv[0], *argv[1:]],
                                            env=env, stdout=log, stderr=log, start_new_session=True))  # fmt: skip
