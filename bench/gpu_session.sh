@@ -14,7 +14,11 @@
 #         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
 #         judge-tests                          every probe on the GPU, the re-measure against the judge's clock (tests/test_judge_gpu.py)
 #         throughput-scale-shift               24 configs of tests/fixtures/tasks/scale_shift_cpu_gen (CPU-generator inputs, 352 M elements)
-#         throughput-cluster                   the same 24 add_rmsnorm configs on this machine's judge, then on --cluster local:1
+#         throughput-cluster                   the same 24 add_rmsnorm configs on this machine's judge and on --cluster local:1,
+#                                              alternated CLUSTER_PAIRS times (default 2): one pair does not settle a ratio
+#         throughput-profile                   the 24 add_rmsnorm configs with the judge under bench/judge_sampler.py
+#         timing-duty                          one kernel timed by bench_ms and by the checked bench, steps one by one and as
+#                                              graphs, interleaved (bench/timing_duty.py)
 #         llm-transcript                       the scripted LLM add_rmsnorm transcript on the GPU (tests/test_llm_gpu.py)
 #         profiles-tests                       known-bottleneck kernels profiled and classified (tests/test_profiles_gpu.py)
 #   TASK: add_rmsnorm softmax gqa_decode. Suite parts accumulate into OUT/suite (suite.json, suite.md, roofline.png).
@@ -35,8 +39,12 @@ for part in $PARTS; do
     judge-tests) KA_RECORD_DIR="$OUT" timeout 300 python3 -m pytest tests/test_judge_gpu.py -m gpu -s -q -p no:cacheprovider 2>&1 | tee "$OUT/judge-tests.log" | tail -15 ;;
     throughput-scale-shift) timeout 240 python3 bench/evaluator_bench.py --out "$OUT/throughput-scale-shift" --tasks "" --throughput 24 \
                               --throughput-task tests/fixtures/tasks/scale_shift_cpu_gen 2>&1 | tail -30 ;;
-    throughput-cluster) timeout "${CLUSTER_TIMEOUT:-400}" python3 bench/evaluator_bench.py --out "$OUT/throughput-cluster" --tasks "" \
-                          --throughput 24 --throughput-clusters local,local:1 2>&1 | tail -30 ;;
+    throughput-cluster) pairs=$(for _ in $(seq "${CLUSTER_PAIRS:-2}"); do printf 'local,local:1,'; done)
+                        timeout "${CLUSTER_TIMEOUT:-420}" python3 bench/evaluator_bench.py --out "$OUT/throughput-cluster" --tasks "" \
+                          --throughput 24 --throughput-clusters "${pairs%,}" 2>&1 | tail -30 ;;
+    throughput-profile) timeout 200 python3 bench/evaluator_bench.py --out "$OUT/throughput-profile" --tasks "" --throughput 24 \
+                          --judge-profile "$OUT/throughput-profile/judge" 2>&1 | tail -8 ;;
+    timing-duty) timeout 200 python3 bench/timing_duty.py --out "$OUT/timing-duty" 2>&1 | tail -15 ;;
     llm-transcript) timeout 300 python3 -m pytest tests/test_llm_gpu.py -m gpu -q -s -p no:cacheprovider 2>&1 | tee "$OUT/llm-transcript.log" | tail -20
                     cp tests/fixtures/transcripts/*.measured.json "$OUT/" 2>/dev/null ;;
     profiles-tests) timeout 200 python3 -m pytest tests/test_profiles_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/profiles-tests.log" | tail -15 ;;

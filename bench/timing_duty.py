@@ -1,0 +1,160 @@
+"""Does the way a bench is driven change what it measures? One kernel, one process, three drivers.
+
+    python3 bench/timing_duty.py --out OUT [--task tasks/add_rmsnorm] [--rounds 3]
+
+The task's baseline at its default config, one ``launch()`` captured in a CUDA graph, timed per workload
+shape by:
+- ``bench_ms``: flush, events, replay; what the judge times anchors and ceilings with (the GPU runs its
+  flushes back to back);
+- ``checked``: ``checked_bench_ms`` as candidates are timed: each run's outputs poisoned before it and
+  logged after it, those steps launched one by one (Python between launches leaves the GPU gaps);
+- ``checked_graphs``: the same steps, each captured once as a CUDA graph (one launch per step: the GPU
+  runs back to back again).
+The three are interleaved ``--rounds`` times, so drift hits each alike. Writes OUT/timing_duty.json and
+OUT/timing_duty.md (median of the rounds' medians per shape and driver, and each against ``bench_ms``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from tools.task import load_task, torch_dtype  # noqa: E402
+from tools.timing import TimingSettings, bench_ms, checked_bench_ms, flush_l2, poison_value  # noqa: E402
+
+DRIVERS = ("bench_ms", "checked", "checked_graphs")
+
+
+def graphed(step: Callable[[], None]) -> Callable[[], None]:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def checked_graphs_ms(fn: Callable[[], None], outputs: tuple, samples: list, settings: TimingSettings) -> float:
+    """``checked_bench_ms``'s runs with its poison + flush and its log as one graph launch each."""
+    row = torch.zeros((len(outputs), 1 + max(s.numel() for s in samples)), dtype=torch.float64, device="cuda")
+
+    def prepare() -> None:
+        for out in outputs:
+            value = poison_value(out.dtype)
+            if value is not None:
+                out.fill_(value)
+        flush_l2()
+
+    def record() -> None:
+        for j, out in enumerate(outputs):
+            row[j, 0] = torch.isnan(out).sum()
+            row[j, 1 : 1 + samples[j].numel()] = out.reshape(-1)[samples[j]].to(torch.float64)
+
+    prepare_g, record_g = graphed(prepare), graphed(record)
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush_l2()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-4)
+    n_warmup, n_repeat = max(1, int(settings.warmup_ms / estimate)), min(1000, max(1, int(settings.rep_ms / estimate)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_repeat):
+        prepare_g()
+        starts[i].record()
+        fn()
+        ends[i].record()
+        record_g()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+
+
+def load_baseline(task) -> tuple[Callable[..., object], dict]:
+    spec = importlib.util.spec_from_file_location("timing_duty_baseline", task.path(task.spec.baseline))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.launch, task.default_config()
+
+
+def one_shape(launch: Callable[..., object], config: dict, inputs: tuple, settings: TimingSettings) -> dict:
+    outs: list[tuple] = []
+
+    def call() -> None:
+        out = launch(*inputs, **config)
+        outs.append(tuple(out) if isinstance(out, tuple | list) else (out,))
+
+    call()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    outputs = outs[-1]
+    samples = [torch.randint(o.numel(), (256,), device="cuda") for o in outputs]
+    timed: dict[str, list[float]] = {name: [] for name in DRIVERS}
+    for _ in range(settings.repeats):
+        timed["bench_ms"].append(1000 * bench_ms(graph.replay, settings.warmup_ms, settings.rep_ms))
+        median, _, _ = checked_bench_ms(graph.replay, lambda: outputs, samples, settings.warmup_ms, settings.rep_ms)
+        timed["checked"].append(1000 * median)
+        timed["checked_graphs"].append(1000 * checked_graphs_ms(graph.replay, outputs, samples, settings))
+    return {name: statistics.median(values) for name, values in timed.items()} | {"rounds": timed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--task", default="tasks/add_rmsnorm")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    task = load_task(REPO / args.task)
+    launch, config = load_baseline(task)
+    settings = TimingSettings(repeats=args.rounds)
+    rows = []
+    for shape, dtype in task.workload("cuda"):
+        inputs = task.make_inputs(dict(shape), torch_dtype(dtype), "cuda", 0)
+        inputs = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
+        row = {"shape": shape, "dtype": dtype, **one_shape(launch, config, inputs, settings)}
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "rounds"}), flush=True)
+    report = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "gpu": torch.cuda.get_device_name(),
+              "torch": torch.__version__, "triton": triton.__version__, "task": task.name, "config": config,
+              "rows": rows}  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "timing_duty.json").write_text(json.dumps(report, indent=2))
+    lines = [f"# Bench drivers on one kernel: {task.name} {config}", "",
+             f"{report['date']}, {report['gpu']}, torch {report['torch']}, Triton {report['triton']}; "
+             f"median of {args.rounds} interleaved rounds, us", "",
+             "| shape | dtype | bench_ms | checked | checked_graphs | checked / bench_ms | graphs / bench_ms |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {json.dumps(r['shape'])} | {r['dtype']} | {r['bench_ms']:.2f} | {r['checked']:.2f} | "
+                     f"{r['checked_graphs']:.2f} | {r['checked'] / r['bench_ms']:.3f} | "
+                     f"{r['checked_graphs'] / r['bench_ms']:.3f} |")  # fmt: skip
+    (out / "timing_duty.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
