@@ -13,6 +13,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
+from process_support import running  # noqa: E402
+
 from tools.candidate import Candidate  # noqa: E402
 from tools.cluster import chunk_size, parse_cluster  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
@@ -102,21 +104,13 @@ def test_a_run_killed_with_a_local_cluster_leaves_no_scheduler_or_worker_behind(
     run = subprocess.Popen([sys.executable, "-c", RUN_THAT_IS_KILLED, str(tmp_path), str(TASK)],
                            cwd=HERE.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     pids = json.loads(run.stdout.readline())
-    assert all(_running(pid) for pid in pids)
+    assert all(running(pid) for pid in pids)
     run.kill()
     run.wait()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+    while time.monotonic() < deadline and any(running(pid) for pid in pids):
         time.sleep(0.5)
-    left = [pid for pid in pids if _running(pid)]
+    left = [pid for pid in pids if running(pid)]
     for pid in left:
         os.killpg(pid, signal.SIGKILL)
     assert not left, "the scheduler or a worker outlived the run that started it"
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_support import running
 
 from tools.backend import JudgeClient, JudgeLost
 
@@ -92,13 +93,13 @@ def test_a_judge_that_stopped_reading_is_dead_for_the_next_request(tmp_path):
 
 
 CLIENT_THAT_IS_KILLED = """
-import json, sys, threading
+import json, sys
 from pathlib import Path
 from tools.backend import LocalBackend
-root = Path(sys.argv[1])
+root, HANG = Path(sys.argv[1]), Path(sys.argv[3])
 backend = LocalBackend(sys.argv[2], "cpu", {"check_timeout_s": 120, "timing_timeout_s": 60}, [], root)
 backend.judge.ensure()
-source = "def launch(x, y, **config):\\n    while True:\\n        pass\\n"
+source = HANG.read_text()
 job = backend.job({"key": 0, "source": source, "config": {}, "identity": "0" * 16})
 print(json.dumps({"judge": backend.judge.proc.pid, "scratch": job["scratch"]}), flush=True)
 backend.judge.request("evaluate", lambda message: None, jobs=[job])
@@ -119,7 +120,8 @@ def _processes_in(folder: str) -> list[int]:
 def test_a_judge_whose_client_was_killed_mid_batch_ends_with_its_workers(tmp_path):
     """Killed mid-batch (a run stopped by a time limit, a lost Dask worker), the client leaves a judge that
     would judge on for nobody, holding its workers and their GPU memory: it must end, and they with it."""
-    client = subprocess.Popen([sys.executable, "-c", CLIENT_THAT_IS_KILLED, str(tmp_path), str(REPO / "tests/fixtures/tasks/tiny_scale")], cwd=REPO,
+    client = subprocess.Popen([sys.executable, "-c", CLIENT_THAT_IS_KILLED, str(tmp_path), str(REPO / "tests/fixtures/tasks/tiny_scale"),
+                               str(REPO / "tests/fixtures/candidates/hang.py")], cwd=REPO,
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     started = json.loads(client.stdout.readline())
     deadline = time.monotonic() + 60
@@ -129,15 +131,7 @@ def test_a_judge_whose_client_was_killed_mid_batch_ends_with_its_workers(tmp_pat
     client.kill()
     client.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and (_alive(started["judge"]) or _processes_in(started["scratch"])):
+    while time.monotonic() < deadline and (running(started["judge"]) or _processes_in(started["scratch"])):
         time.sleep(0.2)
-    assert not _alive(started["judge"]), "the judge outlived its client"
+    assert not running(started["judge"]), "the judge outlived its client"
     assert not _processes_in(started["scratch"]), "the candidate's worker outlived the judge"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
