@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from tools.backend import REPO_ROOT, LocalBackend
-from tools.cluster_lifeline import PARENT_ENV
+from tools.lifeline import PARENT_ENV
 from tools.task import Task
 
 START_TIMEOUT_S = 120.0
 LOST_AFTER_S = 20.0  # a scheduler unreachable this long is gone
 
 
-LIFELINE = "tools.cluster_lifeline"
+LIFELINE = "tools.lifeline"
 
 
 class ClusterLost(RuntimeError):
@@ -79,7 +79,7 @@ class LocalCluster:
                          "--preload-nanny", LIFELINE], _env(gpu), f"w{i}")  # fmt: skip
 
     def _start(self, argv: list[str], env: dict[str, str], name: str) -> None:
-        env = {**env, PARENT_ENV: str(os.getpid())}  # they end when this process is gone (cluster_lifeline)
+        env = {**env, PARENT_ENV: str(os.getpid())}  # they end when this process is gone (tools.lifeline)
         log = open(self.folder / f"{name}.log", "ab")  # noqa: SIM115 - owned by the process
         self.procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_" + argv[0], *argv[1:]],
                                            env=env, stdout=log, stderr=log, start_new_session=True))  # fmt: skip

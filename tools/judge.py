@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from tools import sandbox, staging
+from tools import lifeline, sandbox, staging
 from tools.checks import Checks
 from tools.compare import compare, same_bits
 from tools.judge_settings import (
@@ -372,11 +372,8 @@ class Judge:
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
 
 
-def _end_with_client(client: int, judge: Judge) -> None:
-    """A judge whose client died (killed mid-batch, its Dask worker lost) would judge on for nobody,
-    holding its workers and GPU memory: it ends them and itself within a second."""
-    while os.getppid() == client:
-        time.sleep(1.0)
+def _end(judge: Judge) -> None:
+    """The client is gone (killed mid-batch, its Dask worker lost): the workers end with the judge."""
     try:
         judge.close()
     finally:
@@ -430,7 +427,7 @@ def serve() -> None:
 
     start = json.loads(sys.stdin.readline())
     judge = Judge(start)
-    threading.Thread(target=_end_with_client, args=(os.getppid(), judge), daemon=True).start()
+    lifeline.end_with_parent(os.getppid(), lambda: _end(judge))
     judge.prepare()
     say({"ready": True, "device": judge.info, "copy_gbps": judge.copy_gbps, "limits": judge.limits})
     try:
