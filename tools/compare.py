@@ -190,9 +190,7 @@ def _scan_close_slice(
     diff = (g - e).abs_()  # NaN where either is NaN, inf where one is infinite: never "close" below
     scale = torch.maximum(e.abs(), _row_rms(e, row)) if row else e.abs()
     close = diff <= scale.mul_(rtol).add_(atol)
-    empty = not diff.numel()
-    zero = torch.zeros((), dtype=torch.float64, device=g.device)
-    top, at = (zero, zero) if empty else diff.max(dim=0)
+    top, at = diff.max(dim=0)  # compare() never scans an empty slice
     stats = torch.stack(
         [
             close.sum(dtype=torch.float64),
@@ -205,10 +203,9 @@ def _scan_close_slice(
     n_close, ref_sq, diff_sq, top_value, at_value = stats
     if n_close != diff.numel() or not math.isfinite(ref_sq) or not math.isfinite(diff_sq):
         return False
-    if not empty:
-        scan.max_finite_diff = top_value if scan.max_finite_diff is None else max(scan.max_finite_diff, top_value)
-        if top_value > scan.worst_diff:
-            scan.worst_diff, scan.worst_at = top_value, offset + int(at_value)
+    scan.max_finite_diff = top_value if scan.max_finite_diff is None else max(scan.max_finite_diff, top_value)
+    if top_value > scan.worst_diff:
+        scan.worst_diff, scan.worst_at = top_value, offset + int(at_value)
     scan.ref_sq += ref_sq
     scan.diff_sq += diff_sq
     return True
