@@ -32,21 +32,17 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from tools.task import load_task, torch_dtype  # noqa: E402
-from tools.timing import TimingSettings, bench_ms, checked_bench_ms, flush_l2, poison_value  # noqa: E402
+from tools.timing import (  # noqa: E402
+    TimingSettings,
+    _captured,
+    _schedule,
+    bench_ms,
+    checked_bench_ms,
+    flush_l2,
+    poison_value,
+)
 
 DRIVERS = ("bench_ms", "checked", "checked_graphs")
-
-
-def graphed(step: Callable[[], None]) -> Callable[[], None]:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    return graph.replay
 
 
 def checked_graphs_ms(fn: Callable[[], None], outputs: tuple, samples: list, settings: TimingSettings) -> float:
@@ -65,18 +61,10 @@ def checked_graphs_ms(fn: Callable[[], None], outputs: tuple, samples: list, set
             row[j, 0] = torch.isnan(out).sum()
             row[j, 1 : 1 + samples[j].numel()] = out.reshape(-1)[samples[j]].to(torch.float64)
 
-    prepare_g, record_g = graphed(prepare), graphed(record)
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush_l2()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-4)
-    n_warmup, n_repeat = max(1, int(settings.warmup_ms / estimate)), min(1000, max(1, int(settings.rep_ms / estimate)))
+    (prepare_g, how), (record_g, _) = _captured(prepare), _captured(record)
+    if how != "cuda_graph":
+        raise RuntimeError("the bench steps could not be captured as CUDA graphs")
+    n_warmup, n_repeat = _schedule(fn, settings.warmup_ms, settings.rep_ms, max_reps=1000)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     for _ in range(n_warmup):
