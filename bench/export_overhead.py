@@ -6,9 +6,10 @@ kernels launched directly.
 
 Per task and shape of its GPU workload, the host time of one call (``perf_counter`` around the call,
 the GPU drained before it so that the host never waits on a full launch queue), median of ``--calls``:
-- ``launch``: the exported module's ``launch(*inputs)``, as a user calls it;
+- ``launch``: the exported module's ``launch(*inputs)``, as a user calls it, after three calls at the
+  shape (from the third on, its launches are replayed without Triton's dispatch: tools/fast_launch.py);
 - ``bound``: ``launcher_for(*inputs)(*inputs)``, the kernel's own launcher with its config bound in
-  (what ``launch`` calls after its lookup): launch - bound is the module's dispatch;
+  (what ``launch`` replays): launch - bound is the module's dispatch less what the replay saves;
 - ``kernel[grid]``: the very launches one ``launch`` call made (recorded once), replayed as
   ``kernel[grid](*args, **kwargs)`` on the same arguments, Triton's launch path with nothing around it;
 - ``alloc``: ``torch.empty_like`` of every tensor argument that is not an input (the outputs and
@@ -96,10 +97,11 @@ def measure_shape(module: Any, inputs: tuple, calls: int) -> dict[str, Any]:
     from bench.clocks import user_clock
     from tools.timing import TimingSettings
 
-    module.launch(*inputs)  # compile the kernels, bind the launcher
-    launches = record_launches(lambda: module.launch(*inputs))
-    replay, alloc = direct_calls(launches, inputs)
     bound = module.launcher_for(*inputs)
+    for _ in range(3):  # compile the kernels; two recordings, then launch replays (tools/fast_launch.py)
+        module.launch(*inputs)
+    launches = record_launches(lambda: bound(*inputs))
+    replay, alloc = direct_calls(launches, inputs)
 
     def by_hand() -> None:
         alloc()
@@ -115,6 +117,7 @@ def measure_shape(module: Any, inputs: tuple, calls: int) -> dict[str, Any]:
     return {
         **times,
         "kernels": [kernel.fn.__name__ for kernel, _, _, _ in launches],
+        "replayed": bool(getattr(getattr(module, "_HOT", None), "replaying", lambda: 0)()),
         "dispatch_us": times["launch_us"] - times["bound_us"],
         "over_direct_us": times["launch_us"] - times["kernel_grid_us"] - times["alloc_us"],
         "user_launch_us": user_clock(lambda: module.launch(*inputs), settings).median_us,
@@ -155,14 +158,14 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             f"`{t['kernel']}`",
             "",
-            "| shape | dtype | kernels | launch us | bound us | kernel[grid] us | alloc us | dispatch us | "
+            "| shape | dtype | kernels | replayed | launch us | bound us | kernel[grid] us | alloc us | dispatch us | "
             "over direct us | user's clock launch us | user's clock by hand us |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in t["rows"]:
             lines.append(
                 f"| {' '.join(f'{k}={v}' for k, v in r['shape'].items())} | {r['dtype']} | "
-                f"{', '.join(r['kernels'])} | {r['launch_us']:.2f} | {r['bound_us']:.2f} | "
+                f"{', '.join(r['kernels'])} | {'yes' if r['replayed'] else 'no'} | {r['launch_us']:.2f} | {r['bound_us']:.2f} | "
                 f"{r['kernel_grid_us']:.2f} | {r['alloc_us']:.2f} | {r['dispatch_us']:.2f} | "
                 f"{r['over_direct_us']:.2f} | {r['user_launch_us']:.1f} | {r['user_direct_us']:.1f} |"
             )

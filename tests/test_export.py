@@ -249,3 +249,21 @@ def test_launch_costs_a_few_python_calls_more_than_the_kernels_own_launcher(tmp_
         assert overhead < 8 * plain, (
             f"{kind}: launch adds {overhead:.3f} us, a plain call takes {plain:.3f} us"
         )
+
+
+def test_an_exported_module_given_as_a_candidate_is_cut_at_its_host_side(tmp_path):
+    from tools.candidate import HOST_SIDE_MARKER
+    from tools.static_check import check_source
+
+    task = load_task(AXPY)
+    text, _ = export_candidate(task, (AXPY / "baseline.py").read_text(), {"BLOCK": 128, "num_warps": 4}, "baseline.py")
+    assert HOST_SIDE_MARKER in text and "class Replayed" in text
+    report = check_source(text, task.spec.constraints.forbid)
+    assert not report.ok  # the host side patches Triton's classes: no candidate may
+    planted = text + "\nraise SystemExit('the host side ran')\n"
+    candidate = Candidate(source=planted, config={"BLOCK": 128, "num_warps": 4})
+    assert HOST_SIDE_MARKER not in candidate.source and "the host side ran" not in candidate.source
+    assert check_source(candidate.source, task.spec.constraints.forbid).ok
+    with Evaluator(task, "cpu", EvalSettings(seeds=1)) as evaluator:
+        verdict = evaluator.evaluate(candidate)
+    assert verdict.passed, (verdict.error_type, verdict.message)

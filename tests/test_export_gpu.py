@@ -1,6 +1,8 @@
-"""What the exported module's docstring promises on a GPU: a CUDA graph captured around ``launch``
-replays the chosen kernels on refilled inputs, and ``launch`` runs inside torch.compile both traced
-(fullgraph) and behind torch.compiler.disable. Needs a CUDA GPU (skipped without one)."""
+"""What the exported module's docstring promises on a GPU: from the third call at a signature its
+launches are replayed without Triton's dispatch and give the launcher's own outputs, a CUDA graph
+captured around ``launch`` replays the chosen kernels on refilled inputs, and ``launch`` runs inside
+torch.compile both traced (fullgraph) and behind torch.compiler.disable. Needs a CUDA GPU (skipped
+without one)."""
 
 from __future__ import annotations
 
@@ -64,3 +66,59 @@ def test_launch_runs_inside_torch_compile(traced, tmp_path):
     compiled = torch.compile(lambda x: call(x) * 2.0, fullgraph=traced)
     got = compiled(x)
     torch.testing.assert_close(got.float(), 2.0 * task.reference(x).float(), rtol=2e-2, atol=2e-2)
+
+
+def same_bits(got, want) -> None:
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.stride() == w.stride() and g.dtype == w.dtype
+        assert torch.equal(g.view(torch.uint8) if g.dtype == torch.bool else g, w), "replay differs from the launcher"
+
+
+@pytest.mark.parametrize("name", ["add_rmsnorm", "softmax", "gqa_decode"])
+def test_replayed_launches_give_the_launchers_own_outputs_on_fresh_inputs(name, tmp_path):
+    task, module = exported(name, tmp_path)
+    workload = task.workload("cuda")
+    for shape, dtype in workload:
+        held = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 0)
+        for _ in range(2):  # two recordings at this signature
+            module.launch(*held)
+        for seed in (1, 2):
+            fresh = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", seed)
+            got = module.launch(*fresh)
+            torch.cuda.synchronize()
+            close(task, got, fresh, dtype)
+            same_bits(got, module.launcher_for(*fresh)(*fresh))
+        del held, fresh, got
+        torch.cuda.empty_cache()
+    assert module._HOT.replaying() == len(workload)
+
+
+def test_a_replay_reads_an_input_view_at_its_own_offset(tmp_path):
+    task, module = exported("add_rmsnorm", tmp_path)
+    shape, dtype = task.workload("cuda")[2]
+    rows = dict(shape)["M"]
+    for seed in range(4):  # x and r are rows 1..M of taller buffers: their data starts one row in
+        x, r, w = task.make_inputs({**shape, "M": rows + 1}, getattr(torch, dtype), "cuda", seed)
+        x, r = x[1:], r[1:]
+        got = module.launch(x, r, w)
+        close(task, got, (x, r, w), dtype)
+    assert module._HOT.replaying() == 1
+
+
+def test_a_cuda_graph_captures_the_replayed_launches(tmp_path):
+    task, module = exported("softmax", tmp_path)
+    shape, dtype = task.workload("cuda")[0]  # split in two kernels at this shape
+    inputs = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 0)
+    for _ in range(3):
+        module.launch(*inputs)
+    assert module._HOT.replaying() == 1
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = module.launch(*inputs)
+    fresh = task.make_inputs(dict(shape), getattr(torch, dtype), "cuda", 1)
+    for held, new in zip(inputs, fresh, strict=True):
+        held.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    close(task, outputs, fresh, dtype)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from tools.candidate import HOST_SIDE_MARKER
 from tools.dispatch import (
     THRESHOLD,
     DispatchReport,
@@ -40,11 +41,8 @@ from tools.dispatch import (
 from tools.run_folder import KERNEL, RESULTS, RunFolder
 from tools.task import Task, TaskError, load_task, torch_dtype
 
-# Names the generated part of the module defines; a source's own names are renamed around them.
-RESERVED = frozenset(
-    {"launch", "launcher_for", "choose", "CONFIG", "DEFAULT", "DISPATCH", "SHAPE_DIMS", "DTYPE_INPUT",
-     "_dims", "_pick", "_LAUNCHERS", "_BOUND"}
-)  # fmt: skip
+# The replay of a launcher's launches (tools/fast_launch.py), copied into every module.
+FAST_LAUNCH = (Path(__file__).resolve().parent / "fast_launch.py").read_text()
 
 
 class ExportError(ValueError):
@@ -87,6 +85,14 @@ def _top_level_names(tree: ast.Module) -> set[str]:
             for target in targets:
                 names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
     return names
+
+
+# Names the generated part of the module defines; a source's own names are renamed around them.
+RESERVED = frozenset(
+    {"launch", "launcher_for", "choose", "CONFIG", "DEFAULT", "DISPATCH", "SHAPE_DIMS", "DTYPE_INPUT",
+     "_dims", "_pick", "_LAUNCHERS", "_BOUND", "_dispatch", "_HOT"}
+    | _top_level_names(ast.parse(FAST_LAUNCH))
+)  # fmt: skip
 
 
 class _References(ast.NodeVisitor):
@@ -167,7 +173,7 @@ def merge_sources(
 ) -> tuple[str, dict[str, str], dict[str, str]]:
     """(hoisted imports, tag -> renamed body with a header comment, tag -> its launch function name).
 
-    ``needs``: modules the generated code imports (e.g. math for the dispatch table)."""
+    ``needs``: the import statements the generated code needs (e.g. ``import math`` for the table)."""
     futures: list[str] = []
     imports: list[str] = []
     bound: dict[str, str] = {}
@@ -204,16 +210,20 @@ def merge_sources(
         header = [f"# {'-' * 98}", f"# from {entry.module} (candidate {entry.identity})"]
         header += [f"# {line}".rstrip() for line in doc.strip().splitlines()]
         bodies[entry.tag] = "\n".join(header) + "\n\n" + body
-    for name in needs:
-        text = f"import {name}"
-        if bound.setdefault(name, text) != text:
-            raise ExportError(f"a source binds {name} to something other than the module {name}")
+    for text in needs:
+        for name in _bound_by_import(ast.parse(text).body[0]):
+            if bound.setdefault(name, text) != text:
+                raise ExportError(f"a source binds {name} to something other than '{text}'")
         imports += [text] if text not in imports else []
-    # isort's layout: standard library, a blank line, then third-party (torch, triton)
+    head = futures + [""] * bool(futures) + _isort_layout(imports)
+    return "\n".join(head) + "\n", bodies, launchers
+
+
+def _isort_layout(imports: list[str]) -> list[str]:
+    """isort's layout: standard library, a blank line, then third-party (torch, triton)."""
     stdlib = sorted(t for t in imports if _top_module(t) in sys.stdlib_module_names)
     third = sorted(t for t in imports if t not in stdlib)
-    head = futures + [""] * bool(futures) + stdlib + [""] * bool(stdlib and third) + third
-    return "\n".join(head) + "\n", bodies, launchers
+    return stdlib + [""] * bool(stdlib and third) + third
 
 
 def _top_module(statement: str) -> str:
@@ -294,7 +304,7 @@ def render_module(
     """The module text. ``default`` = (entry, config); ``table`` rows = (bucket key, dtype, entry, config)."""
     entries = [default[0]] + [e for _, _, e, _ in table or [] if e.tag != default[0].tag]
     unique = list({e.tag: e for e in entries}.values())
-    imports, bodies, launchers = merge_sources(unique, ("functools", "math") if table else ("functools",))
+    imports, bodies, launchers = merge_sources(unique, ("import functools", *(["import math"] if table else [])))
     parts = [
         _module_doc(task, default[0], bool(table), note) + imports.rstrip("\n"),
         *(bodies[e.tag] for e in unique),
@@ -304,9 +314,11 @@ def render_module(
         layout = probe_layout(task, list(table[0][0]))
         parts.append(_table_part(default, table, unique, launchers, layout))
         key = _key_expression(*layout)
-        hot = (
-            f"bound = _BOUND.get({key})\n    if bound is None:\n        bound = launcher_for(*inputs)\n"
-            "    return bound(*inputs)\n"
+        parts.append(
+            "def _dispatch(*inputs):\n"
+            f"    bound = _BOUND.get({key})\n    if bound is None:\n        bound = launcher_for(*inputs)\n"
+            "    return bound(*inputs)\n\n\n"
+            "_HOT = _dispatch  # what launch(*inputs) runs; the host side below wraps it\n"
         )
     else:
         parts.append(
@@ -315,11 +327,26 @@ def render_module(
             f"_BOUND = functools.partial({default_launcher}, **CONFIG)\n\n\n"
             "def launcher_for(*inputs):\n"
             '    """The launcher ``launch(*inputs)`` calls: the kernel\'s own with CONFIG bound in."""\n'
-            "    return _BOUND\n"
+            "    return _BOUND\n\n\n"
+            "_HOT = _BOUND  # what launch(*inputs) runs; the host side below wraps it\n"
         )
-        hot = "return _BOUND(*inputs)\n"
-    parts.append(_launch_part(default_launcher, hot, bool(table)))
+    parts += [_launch_part(default_launcher, bool(table)), _host_side(imports.splitlines())]
     return _tidy("\n\n".join(parts))
+
+
+def _host_side(imported: list[str]) -> str:
+    """The replay of the launches, after the marker that ends the candidate part (tools/candidate.py);
+    ``imported``: the candidate part's import lines."""
+    nodes, _, body = _split_source(FAST_LAUNCH, {})
+    imports = [text for text in map(ast.unparse, nodes) if text not in imported]
+    return (
+        f"{HOST_SIDE_MARKER}\n# The replay of launch(*inputs)'s launches (kernel-agent's tools/fast_launch.py); "
+        "see the docstring's host\n# cost. Given as a candidate, the module ends at the line above.\n"
+        + "\n".join(_isort_layout(imports))
+        + "\n\n"
+        + body
+        + "\n\n_HOT = Replayed(_HOT)\n"
+    )
 
 
 SEPARATOR = f"# {'-' * 98}\n"
@@ -331,10 +358,14 @@ def _module_doc(task: Task, default_entry: Entry, table: bool, note: str) -> str
     description = task.spec.description.split(". ")[0].rstrip(".")
     picks = "the config the table picks for these shapes" if table else "the exported config"
     cost = (
-        "the config for a shape and dtype is chosen on the first call there and bound to its launcher; "
-        "every later call at that shape and dtype is one dict lookup away from the kernel's own launcher."
+        "the config for a shape and dtype is chosen on the first call there and bound to its launcher"
         if table
-        else "the config is bound to the kernel's own launcher once, at import."
+        else "the config is bound to the kernel's own launcher once, at import"
+    ) + (
+        "; once two calls at a signature (the inputs' shapes, strides, dtypes and alignment, the other "
+        "arguments' values) have done the same, later calls there allocate the same outputs and launch the "
+        "same compiled kernels directly, without Triton's per-call dispatch (``Replayed`` below says when "
+        "a call stays on the launcher)."
     )
     paragraphs = [
         f"Exported by kernel-agent (python -m tools.export). {note}",
@@ -437,26 +468,22 @@ def _key_expression(layout: dict[str, tuple[int, int]], dtype_input: int | None)
     return "(" + ", ".join(shapes + dtype) + ("," if len(shapes + dtype) == 1 else "") + ")"
 
 
-def _launch_part(default_launcher: str, hot: str, table: bool) -> str:
-    """``launch``: a given config on the default source, else the cached launcher (the hot path)."""
+def _launch_part(default_launcher: str, table: bool) -> str:
+    """``launch``: a given config on the default source, else the replayed launcher (the hot path)."""
     doc = (
         "Run the kernel with the config the table picks, or with ``config`` (every key) on the\n"
         "    single config's source when given."
         if table
         else "Run the kernel with the exported config, or with ``config`` (every key) when given."
     )
-    hot_comment = (
-        "one dict lookup by shape and dtype, once the launcher is bound for them"
-        if table
-        else "the launcher with CONFIG bound in"
-    )
+    chosen = "the launcher the table picks" if table else "the launcher with CONFIG bound in"
     return (
-        f"{SEPARATOR}# The hot path: {hot_comment}.\n"
+        f"{SEPARATOR}# The hot path: {chosen}, its launches replayed once two calls at a signature agree.\n"
         "def launch(*inputs, **config):\n"
         f'    """{doc}"""\n'
         "    if config:\n"
         f"        return {default_launcher}(*inputs, **config)\n"
-        f"    {hot}"
+        "    return _HOT(*inputs)\n"
     )
 
 
