@@ -123,10 +123,12 @@ def _record(launcher, inputs, backend):
             recording.jit_runs += 1
         return original_run(self, *args, **kwargs)
 
-    def call(self, *args):
+    def call(self, *args, **kwargs):
         if threading.get_ident() == me:
             recording.launches.append((self, args))
-        return original_call(self, *args)
+            if kwargs:
+                recording.refused = "Triton's launcher called with keywords"
+        return original_call(self, *args, **kwargs)
 
     jit.run, launcher_class.__call__ = run, call
     try:
@@ -332,7 +334,7 @@ class Replayed:
             _ONE_RECORDING.release()
         try:
             plan = _Plan(recording, inputs, outputs, backend, device, stream)
-        except _Unreplayable:
+        except Exception:  # _Unreplayable, or anything else it cannot read: the call itself has run
             plan = None
         self._remember(key, plan)
         return outputs
