@@ -5,7 +5,8 @@ kernels launched directly.
                                     [--calls 2000]
 
 Per task and shape of its GPU workload, the host time of one call (``perf_counter`` around the call,
-the GPU drained before it so that the host never waits on a full launch queue), median of ``--calls``:
+the GPU drained before it so that the host never waits on a full launch queue), median of ``--calls``,
+the four below taking turns call by call:
 - ``launch``: the exported module's ``launch(*inputs)``, as a user calls it, after three calls at the
   shape (from the third on, its launches are replayed without Triton's dispatch: tools/fast_launch.py);
 - ``bound``: ``launcher_for(*inputs)(*inputs)``, the kernel's own launcher with its config bound in
@@ -79,18 +80,20 @@ def direct_calls(launches: list[Launch], inputs: tuple) -> tuple[Callable[[], No
     return replay, lambda: [torch.empty_like(t) for t in made.values()]
 
 
-def host_us(fn: Callable[[], object], calls: int) -> float:
-    """Median host microseconds of one call of ``fn`` started on a drained GPU."""
+def host_us(fns: dict[str, Callable[[], object]], calls: int) -> dict[str, float]:
+    """Median host microseconds of one call of each of ``fns``, each started on a drained GPU; the
+    functions take turns call by call, so a host that speeds up or slows down meanwhile shifts them all."""
     import torch
 
-    samples = []
+    samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(calls):
-        torch.cuda.synchronize()
-        started = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - started) / 1e3)
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            started = time.perf_counter_ns()
+            fn()
+            samples[name].append((time.perf_counter_ns() - started) / 1e3)
     torch.cuda.synchronize()
-    return statistics.median(samples)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def measure_shape(module: Any, inputs: tuple, calls: int) -> dict[str, Any]:
@@ -107,12 +110,11 @@ def measure_shape(module: Any, inputs: tuple, calls: int) -> dict[str, Any]:
         alloc()
         replay()
 
-    times = {
-        "launch_us": host_us(lambda: module.launch(*inputs), calls),
-        "bound_us": host_us(lambda: bound(*inputs), calls),
-        "kernel_grid_us": host_us(replay, calls),
-        "alloc_us": host_us(alloc, calls),
-    }
+    times = host_us(
+        {"launch_us": lambda: module.launch(*inputs), "bound_us": lambda: bound(*inputs), "kernel_grid_us": replay,
+         "alloc_us": alloc},
+        calls,
+    )  # fmt: skip
     settings = TimingSettings()
     return {
         **times,
@@ -147,7 +149,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Measured {report['date']} on {report['gpu']} (torch {report['torch']}, triton {report['triton']}), "
         f"{report['calls']} calls per median (bench/export_overhead.py). Host us: one call on a drained "
-        "GPU, `perf_counter` around it. `over direct` = launch - (kernel[grid] + alloc): what the module "
+        "GPU, `perf_counter` around it, the four columns taking turns call by call. `over direct` = launch - (kernel[grid] + alloc): what the module "
         f"costs over launching the same kernels by hand (goal <= {GOAL_US:g} us). User's clock: events "
         "around an eager call on an idle GPU, L2 flushed (host work and kernels).",
     ]

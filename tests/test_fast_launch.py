@@ -25,9 +25,19 @@ def at(address: int, n: int):
 
 
 class HostLauncher:
-    """Stands in for Triton's launcher of one compiled kernel: reads and writes memory by address."""
+    """Stands in for Triton's launcher of one compiled kernel (its Python, then its native ``launch``):
+    reads and writes memory by address."""
+
+    global_scratch_size = profile_scratch_size = 0  # no scratch memory: its Python only forwards
+    calls = 0
 
     def __call__(self, gx, gy, gz, stream, function, metadata, launch_metadata, enter, exit, *args):
+        HostLauncher.calls += 1
+        scratch = (1 << 20) + 64 * HostLauncher.calls if self.global_scratch_size else None  # a fresh buffer per call
+        self.launch(gx, gy, gz, stream, function, False, False, scratch, None, metadata, launch_metadata, enter, exit, *args)
+
+    def launch(self, gx, gy, gz, stream, function, cooperative, pdl, scratch, profile, metadata, launch_metadata,
+               enter, exit, *args):  # fmt: skip
         assert stream == STREAM
         if function == ADD:
             x, r, y, n = args
@@ -47,36 +57,46 @@ class HostLauncher:
             at(y.data_ptr(), n)[:] = at(address, n)[:]
 
 
-class HostKernel:
-    """Stands in for a JITFunction: ``kernel[grid](...)`` calls the launcher once."""
+class ScratchLauncher(HostLauncher):
+    """One whose Python allocates scratch memory per call: a replay must go through it."""
 
-    def __init__(self, function: int):
-        self.function, self.launcher = function, HostLauncher()
+    global_scratch_size = 64
+
+
+class HostKernel:
+    """Stands in for a JITFunction: ``kernel[grid](...)`` calls its launcher once."""
+
+    def __init__(self, function: int, launcher: HostLauncher | None = None):
+        self.function, self.launcher = function, launcher or HostLauncher()
 
     def run(self, *args, grid, warmup):
         if not warmup:
-            enter, exit = HostBackend().hooks()  # Triton passes its current hooks
-            self.launcher(grid[0], 1, 1, STREAM, self.function, (), None, enter, exit, *args)
+            hooks = HostBackend.hooks  # Triton passes its current hooks
+            self.launcher(grid[0], 1, 1, STREAM, self.function, (), None, hooks.launch_enter_hook,
+                          hooks.launch_exit_hook, *args)  # fmt: skip
 
     def __getitem__(self, grid):
         return lambda *args: self.run(*args, grid=grid, warmup=False)
+
+
+class Hooks:
+    launch_enter_hook = None
+    launch_exit_hook = None
 
 
 class HostBackend:
     device_type = "cpu"
     launcher_class = HostLauncher
     jit_class = HostKernel
+    hooks = Hooks
 
-    def current_device(self):
+    @staticmethod
+    def current_device():
         return 0
 
-    def current_stream(self, device):
+    @staticmethod
+    def current_stream(device):
         return STREAM
-
-    def hooks(self):
-        return self.enter, None
-
-    enter = None
 
 
 add, accumulate, scale, copy_from = (HostKernel(k) for k in (ADD, ACCUMULATE, SCALE, COPY_FROM))
@@ -202,23 +222,46 @@ class HookChain:
 
 @pytest.mark.parametrize("how", ["set", "added to the chain"])
 def test_a_launch_hook_sends_calls_back_to_the_launcher(how):
-    chain = HookChain()
-    HostBackend.enter = chain if how != "set" else None
+    chains = (HookChain(), HookChain()) if how != "set" else (None, None)
+    Hooks.launch_enter_hook, Hooks.launch_exit_hook = chains
     try:
         fast, body = replayed(add_launcher)
         x, r = torch.randn(8), torch.randn(8)
         for _ in range(3):
             fast(x, r)
-        assert body.calls == 2
+        assert body.calls == 2 and fast.replaying() == 1
         hook = lambda metadata: None  # a profiler's hook: it must see every launch
         if how == "set":
-            HostBackend.enter = hook
+            Hooks.launch_enter_hook = hook
         else:
-            chain.calls.append(hook)
+            chains[0].calls.append(hook)
         torch.testing.assert_close(fast(x, r), x + r)
         assert body.calls == 3
     finally:
-        HostBackend.enter = None
+        Hooks.launch_enter_hook = Hooks.launch_exit_hook = None
+
+
+@pytest.mark.parametrize("launcher", [HostLauncher, ScratchLauncher])
+def test_a_replay_skips_the_launchers_python_only_where_it_just_forwards(launcher):
+    kernel = HostKernel(ADD, launcher())
+    HostBackend.launcher_class = launcher
+
+    def scratch_launcher(x, r):
+        y = torch.empty_like(x)
+        kernel[(1,)](x, r, y, x.numel())
+        return y
+
+    try:
+        fast, _ = replayed(scratch_launcher)
+        x, r = torch.randn(8), torch.randn(8)
+        for _ in range(2):
+            fast(x, r)
+        before = HostLauncher.calls
+        torch.testing.assert_close(fast(x, r), x + r)
+        assert fast.replaying() == 1
+        assert HostLauncher.calls - before == (1 if launcher is ScratchLauncher else 0)
+    finally:
+        HostBackend.launcher_class = HostLauncher
 
 
 @pytest.mark.parametrize("value", [[1, 2], {"a": 1}])

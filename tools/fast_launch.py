@@ -47,8 +47,8 @@ class _Pointer:
 
 
 class TritonBackend:
-    """What a replay needs from Triton: the launcher class of compiled kernels, the current device and
-    stream as Triton reads them, and the launch hooks."""
+    """What a replay needs from Triton: the launcher class of compiled kernels, its JIT class, the current
+    device and stream as Triton reads them, and where the launch hooks live."""
 
     device_type = "cuda"
 
@@ -56,30 +56,19 @@ class TritonBackend:
         from triton.runtime import driver
         from triton.runtime.jit import JITFunction
 
-        self.active = driver.active
-        self.launcher_class = self.active.launcher_cls
+        active = driver.active
+        self.launcher_class = active.launcher_cls
         self.jit_class = JITFunction
+        self.current_device = active.get_current_device
+        self.current_stream = active.get_current_stream
         try:
             from triton import knobs
 
-            self._hooks = knobs.runtime
+            self.hooks = knobs.runtime
         except ImportError:  # Triton before 3.4 keeps the hooks on CompiledKernel
             from triton.compiler.compiler import CompiledKernel
 
-            self._hooks = CompiledKernel
-
-    def current_device(self):
-        return self.active.get_current_device()
-
-    def current_stream(self, device):
-        return self.active.get_current_stream(device)
-
-    def hooks(self):
-        return self._hooks.launch_enter_hook, self._hooks.launch_exit_hook
-
-
-def _active(hook):
-    return hook is not None and bool(getattr(hook, "calls", True))
+            self.hooks = CompiledKernel
 
 
 def signature(inputs):
@@ -113,7 +102,7 @@ class _Recording(TorchDispatchMode):
 
 def _record(launcher, inputs, backend):
     """(the launcher's outputs, the recording of that call) with Triton's JIT and launcher classes patched
-    for this thread only."""
+    for this thread only. Each launch keeps the calls its launcher made to its native ``launch``."""
     recording, me = _Recording(), threading.get_ident()
     jit, launcher_class = backend.jit_class, backend.launcher_class
     original_run, original_call = jit.run, launcher_class.__call__
@@ -124,11 +113,20 @@ def _record(launcher, inputs, backend):
         return original_run(self, *args, **kwargs)
 
     def call(self, *args, **kwargs):
-        if threading.get_ident() == me:
-            recording.launches.append((self, args))
-            if kwargs:
-                recording.refused = "Triton's launcher called with keywords"
-        return original_call(self, *args, **kwargs)
+        if threading.get_ident() != me:
+            return original_call(self, *args, **kwargs)
+        native, seen = getattr(self, "launch", None), []
+        if kwargs:
+            recording.refused = "Triton's launcher called with keywords"
+        if kwargs or native is None:
+            recording.launches.append((self, args, seen))
+            return original_call(self, *args, **kwargs)
+        self.launch = lambda *a, **k: (seen.append((a, k)), native(*a, **k))[1]
+        try:
+            return original_call(self, *args)
+        finally:
+            self.launch = native
+            recording.launches.append((self, args, seen))
 
     jit.run, launcher_class.__call__ = run, call
     try:
@@ -176,107 +174,155 @@ class _Unreplayable(Exception):
     pass
 
 
+_MISS = object()  # a replay that must not run this call (a hook was set, another device is current)
+
+
 class _Plan:
-    """A signature's launches, ready to replay: allocations, then each launch with its tensor slots filled
-    in, then the outputs rebuilt from the inputs and allocations."""
+    """A signature's launches as one generated function: the allocations, each launch with the new
+    tensors' addresses in place of the recorded ones, the outputs rebuilt. Where a launcher's own Python
+    only forwards to its native launch (no scratch memory to allocate), the native launch is called."""
 
     def __init__(self, recording, inputs, outputs, backend, device, stream):
         if recording.refused:
             raise _Unreplayable(recording.refused)
         if not recording.launches or recording.jit_runs != len(recording.launches):
             raise _Unreplayable("a launch outside Triton's JIT path, or none")
-        self.backend, self.device = backend, device
         sources = _Sources(inputs, recording.made)
-        self.allocs = [(tuple(t.shape), t.stride(), t.dtype, t.device, fill) for t, fill in recording.made]
-        self.launches = [self._launch(obj, args, sources, stream) for obj, args in recording.launches]
-        self.outputs = self._output(outputs, sources)
+        self.env = {"empty_strided": torch.empty_strided, "empty_like": torch.empty_like, "Pointer": _Pointer, "MISS": _MISS, "DEVICE": device,
+                    "hooks": backend.hooks, "current_device": backend.current_device,
+                    "current_stream": backend.current_stream}  # fmt: skip
+        self.described = []  # what two recordings must share besides the source
+        lines = ["def replay(inputs):", *self._hook_check(backend.hooks)]
+        lines += ["    device = current_device()", "    if device != DEVICE:", "        return MISS"]
+        for k, (t, fill) in enumerate(recording.made):
+            twin = next((i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.is_contiguous()
+                         and _same_layout(x, t)), None)  # fmt: skip
+            if twin is not None:  # empty_like of a contiguous input: the same layout, and cheaper
+                lines.append(f"    a{k} = empty_like(inputs[{twin}])")
+                self.described.append(f"like input {twin}")
+            else:
+                spec = self.constant((tuple(t.shape), t.stride(), t.dtype, t.device))
+                lines.append(f"    a{k} = empty_strided(*{spec}[:2], dtype={spec}[2], device={spec}[3])")
+            if fill is not None:
+                lines.append(f"    a{k}.fill_({fill!r})")
+        lines.append("    stream = current_stream(device)")
+        for obj, args, native in recording.launches:
+            lines.append("    " + self._launch(obj, args, native, sources, stream))
+        lines.append(f"    return {self._output(outputs, sources)}")
+        self.source = "\n".join(lines) + "\n"
+        exec(compile(self.source, "<fast_launch replay>", "exec"), self.env)
+        self.run = self.env["replay"]
 
-    def _launch(self, obj, args, sources, stream):
-        enter, exit = self.backend.hooks()
-        if len(args) < _HEAD or args[3] != stream or args[7] is not enter or args[8] is not exit:
+    def constant(self, value, described=None):
+        """The generated code's name for ``value``; ``described``: how two recordings compare it (repr)."""
+        name = f"c{len(self.described)}"
+        self.env[name] = value
+        self.described.append(repr(value) if described is None else described)
+        return name
+
+    @staticmethod
+    def _hook_check(hooks):
+        enter, exit = hooks.launch_enter_hook, hooks.launch_exit_hook
+        head = ["    enter, exit = hooks.launch_enter_hook, hooks.launch_exit_hook"]
+        if enter is None and exit is None:
+            return head + ["    if enter is not None or exit is not None:", "        return MISS"]
+        if not all(isinstance(getattr(h, "calls", None), list) and not h.calls for h in (enter, exit)):
+            raise _Unreplayable("a launch hook is set")
+        return head + ["    if enter.calls or exit.calls:", "        return MISS"]  # Triton's chains of hooks
+
+    def _launch(self, obj, args, native, sources, stream):
+        """One launch's line: the native launch where that is all the launcher's Python does, else the
+        launcher object itself."""
+        hooks = (self.env["hooks"].launch_enter_hook, self.env["hooks"].launch_exit_hook)
+        if len(args) < _HEAD or args[3] != stream or args[7] is not hooks[0] or args[8] is not hooks[1]:
             raise _Unreplayable("Triton's launcher takes arguments this replay does not know")
-        template, slots = list(args), []
-        for pos, value in enumerate(args[_HEAD:], start=_HEAD):
-            if isinstance(value, torch.Tensor):
-                slots.append((pos, *sources.role(value)))
-            elif not _plain(value) or (isinstance(value, int) and sources.inside(value)):
-                raise _Unreplayable(f"argument {pos - _HEAD} of a launch cannot be re-created")
-        for pos in (0, 1, 2, 4, 5):
-            if not _plain(args[pos]):
-                raise _Unreplayable("Triton's launcher takes arguments this replay does not know")
-        return obj, template, slots
+        exprs = []
+        for pos, value in enumerate(args):
+            if pos == 3:
+                exprs.append("stream")
+            elif pos in (7, 8):
+                exprs.append(("enter", "exit")[pos - 7])
+            elif pos == 6:  # launch metadata: read only by launch hooks, and none is set when this runs
+                exprs.append(self.constant(value, "launch metadata"))
+            else:
+                exprs.append(self._argument(value, sources, pos >= _HEAD))
+        try:
+            native_exprs = self._native(obj, args, native, exprs)
+            name = self.constant(obj.launch, f"native of launcher {id(obj)}")
+            return f"{name}({', '.join(native_exprs)})"
+        except _Unreplayable:
+            name = self.constant(obj, f"launcher {id(obj)}")
+            return f"{name}({', '.join(exprs)})"
 
-    def _output(self, value, sources):
+    def _argument(self, value, sources, kernel_argument):
         if isinstance(value, torch.Tensor):
             kind, index, offset = sources.role(value)
+            base = (f"inputs[{index}]", f"a{index}", None)[kind] or self.constant(value, f"kept {value.data_ptr()}")
+            return f"Pointer({base}.data_ptr() + {offset})" if offset else base
+        if isinstance(value, int) and sources.inside(value):
+            raise _Unreplayable("an address passed as an integer")
+        if _plain(value) or (kernel_argument and type(value).__module__.startswith("triton.language")):
+            return self.constant(value)  # a constexpr such as a tl.dtype is part of the compiled kernel
+        raise _Unreplayable(f"an argument of type {type(value).__name__} cannot be re-created")
+
+    def _native(self, obj, args, native, exprs):
+        """The native launch's arguments as expressions: each value the launcher object was given maps to
+        its expression, the rest must be plain constants (no scratch memory allocated per call)."""
+        sizes = (getattr(obj, "global_scratch_size", None), getattr(obj, "profile_scratch_size", 0))
+        if len(native) != 1 or native[0][1] or sizes != (0, 0) or getattr(obj, "gsan_enabled", False):
+            raise _Unreplayable("the launcher's Python does more than forward")
+
+        def expression(value):
+            for given, expr in zip(args, exprs, strict=True):
+                if value is given:
+                    return expr
+            if isinstance(value, tuple):
+                return "(" + "".join(f"{expression(v)}, " for v in value) + ")"
+            if _plain(value) and not isinstance(value, tuple):
+                return self.constant(value)
+            raise _Unreplayable("the native launch takes a value the launcher was not given")
+
+        return [expression(v) for v in native[0][0]]
+
+    def _output(self, value, sources):
+        """The generated expression that rebuilds an output of the launcher."""
+        if isinstance(value, torch.Tensor):
+            kind, index, _ = sources.role(value)
             if kind == 2:
                 raise _Unreplayable("an output the call did not allocate")
             source = sources.by_storage[value.untyped_storage().data_ptr()][2]
-            if value is source:
-                return ("same", kind, index)
+            base = f"inputs[{index}]" if kind == 0 else f"a{index}"
+            if _same_view(value, source):
+                return base
             if value.dtype != source.dtype:
                 raise _Unreplayable("an output viewed as another dtype")
-            view = (tuple(value.shape), value.stride(), value.storage_offset() - source.storage_offset())
-            return ("view", kind, index, view)
-        if isinstance(value, tuple | list):
-            return (type(value), [self._output(v, sources) for v in value])
+            view = self.constant((tuple(value.shape), value.stride(), value.storage_offset() - source.storage_offset()))
+            return f"{base}.as_strided({view}[0], {view}[1], {base}.storage_offset() + {view}[2])"
+        if isinstance(value, tuple):
+            return "(" + "".join(f"{self._output(v, sources)}, " for v in value) + ")"
+        if isinstance(value, list):
+            return "[" + ", ".join(self._output(v, sources) for v in value) + "]"
         if _plain(value):
-            return ("const", value)
+            return self.constant(value)
         raise _Unreplayable(f"an output of type {type(value).__name__}")
 
     def describe(self):
-        """What two recordings must share to be replayed: allocations, launches, outputs."""
-        launches = []
-        for obj, template, slots in self.launches:
-            filled = [s[:2] + ((s[2].data_ptr(),) if s[1] == 2 else (s[2],)) + s[3:] for s in slots]
-            constants = tuple(v for pos, v in enumerate(template) if pos not in {s[0] for s in slots} | {3, 6, 7, 8})
-            launches.append((id(obj), constants, tuple(filled)))
-        return self.allocs, launches, repr(self.outputs)
+        """What two recordings must share to be replayed."""
+        return self.source, self.described
 
-    def run(self, inputs):
-        """The launches on these inputs, or None where the replay must not run (a hook set, another device)."""
-        backend = self.backend
-        enter, exit = backend.hooks()
-        if _active(enter) or _active(exit):
-            return None
-        device = backend.current_device()
-        if device != self.device:
-            return None
-        made = []
-        for size, stride, dtype, where, fill in self.allocs:
-            t = torch.empty_strided(size, stride, dtype=dtype, device=where)
-            if fill is not None:
-                t.fill_(fill)
-            made.append(t)
-        stream = backend.current_stream(device)
-        sources = (inputs, made)
-        for obj, template, slots in self.launches:
-            args = template.copy()
-            args[3], args[7], args[8] = stream, enter, exit
-            for pos, kind, index, offset in slots:
-                t = index if kind == 2 else sources[kind][index]
-                args[pos] = _Pointer(t.data_ptr() + offset) if offset else t
-            obj(*args)
-        return _rebuild(self.outputs, sources)
+
+def _same_layout(a, b):
+    return (a.dtype, a.shape, a.stride(), a.device) == (b.dtype, b.shape, b.stride(), b.device)
+
+
+def _same_view(a, b):
+    return (a.dtype, a.shape, a.stride(), a.storage_offset()) == (b.dtype, b.shape, b.stride(), b.storage_offset())
 
 
 def _plain(value):
     if isinstance(value, tuple):
         return all(_plain(v) for v in value)
     return isinstance(value, _PRIMITIVE)
-
-
-def _rebuild(spec, sources):
-    tag = spec[0]
-    if tag == "same":
-        return sources[spec[1]][spec[2]]
-    if tag == "view":
-        size, stride, offset = spec[3]
-        source = sources[spec[1]][spec[2]]
-        return source.as_strided(size, stride, source.storage_offset() + offset)
-    if tag == "const":
-        return spec[1]
-    return tag(_rebuild(s, sources) for s in spec[1])
 
 
 class Replayed:
@@ -300,9 +346,7 @@ class Replayed:
             return self.launcher(*inputs)
         if plan.__class__ is _Plan:
             outputs = plan.run(inputs)
-            if outputs is not None:
-                return outputs
-            return self.launcher(*inputs)
+            return self.launcher(*inputs) if outputs is _MISS else outputs
         if plan is False:
             return self.launcher(*inputs)
         return self._learn(key, inputs)
