@@ -185,20 +185,25 @@ def checked_bench_ms(
 ) -> tuple[float, list[float], torch.Tensor]:
     """``bench_ms`` where every timed run is checked, all outside its events: before the run its
     ``outputs()`` are poisoned, after it their poison count and their values at ``samples`` (per output,
-    flat positions of a contiguous output or one index tensor per dimension) go into a log. ``before(i)`` runs ahead of run i's poison and flush
-    (to write another input set into the captured buffers). Returns (median ms, every run's ms, log of
-    shape [runs, outputs, 1 + samples] in float64)."""
+    flat positions of a contiguous output or one index tensor per dimension) go into a log. ``before(i)``
+    runs ahead of run i's poison and flush (to write another input set into the captured buffers).
+    Returns (median ms, every run's ms, log of shape [runs, outputs, 1 + samples] in float64).
+
+    The steps around each timed run (poison + flush, and the log) are each captured once as a CUDA graph,
+    so the GPU runs them back to back as ``bench_ms`` runs its flushes: launched one by one, the host's
+    gaps between them let a short kernel measure 10-19% faster than ``bench_ms`` measures it on the H200
+    (bench/results/judge_h200/), and candidates would be timed unlike the anchors they are compared to."""
     poisons = [poison_value(out.dtype) for out in outputs()]
     width = 1 + max((_count(s) for s in samples), default=0)
+    row = torch.zeros((len(poisons), width), dtype=torch.float64, device="cuda")
 
-    def prepare(i: int) -> None:
-        if before is not None:
-            before(i)
+    def prepare() -> None:
         for out, value in zip(outputs(), poisons, strict=True):
             if value is not None:
                 out.fill_(value)
+        flush_l2()
 
-    def record(row: torch.Tensor) -> None:
+    def record() -> None:
         for j, (out, value) in enumerate(zip(outputs(), poisons, strict=True)):
             if value is None:
                 row[j, 0] = 0
@@ -211,18 +216,21 @@ def checked_bench_ms(
             row[j, 1 : 1 + picked.numel()] = picked.to(torch.float64).reshape(-1)
 
     n_warmup, n_repeat = _schedule(fn, warmup_ms, rep_ms, max_reps)
+    (prepared, _), (recorded, _) = _captured(prepare), _captured(record)  # either falls back to eager steps
     log = torch.zeros((n_repeat, len(poisons), width), dtype=torch.float64, device="cuda")
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
     for _ in range(n_warmup):
         fn()
     for i in range(n_repeat):
-        prepare(i)
-        flush_l2()
+        if before is not None:
+            before(i)
+        prepared()
         starts[i].record()
         fn()
         ends[i].record()
-        record(log[i])
+        recorded()
+        log[i].copy_(row)
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
     return statistics.median(times), times, log
