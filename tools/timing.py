@@ -33,7 +33,7 @@ class Timed:
 
 # How times are taken; part of the validation cache's key, so results timed another way (before:
 # do_bench's zeroing flush) are never mixed with these.
-TIMING_METHOD = "bench_ms: events, median, 256 MB read flush (at least 4x the L2)"
+TIMING_METHOD = "bench_ms: events, median, 256 MB read flush (at least 4x the L2); checked steps as CUDA graphs"
 
 L2_FLUSH_BYTES = 256 << 20  # over 4x the L2 of an H100/H200; 4x the L2 on parts with more
 
