@@ -4,10 +4,12 @@ A launcher (Python that allocates its outputs and calls ``kernel[grid](...)``) d
 time it is called with inputs of the same signature: shapes, strides, dtypes, pointer alignment and the
 values of its other arguments. ``Replayed(launcher)`` records what the launcher does on its first calls
 at a signature: every tensor it allocates, and every call it makes into Triton's launcher of a compiled
-kernel. Once two recordings agree, a call at that signature allocates the same tensors and calls those
-compiled kernels directly, with the new inputs' and allocations' addresses in place of the recorded
-ones: Triton's argument binding, specialization and cache lookup (most of a launch's host time) are
-skipped. Triton chose the compiled kernel from the same signature, so it is the kernel it would choose.
+kernel. Once two recordings agree, a call at that signature runs one function generated for it: it
+allocates the same tensors and calls those compiled kernels directly, with the new inputs' and
+allocations' addresses in place of the recorded ones (the kernel's native launch itself where the
+launcher object's Python only forwards to it, with no scratch memory to allocate). Triton's argument
+binding, specialization and cache lookup are skipped; Triton chose the compiled kernel from the same
+signature, so it is the kernel it would choose.
 
 A signature stays on the launcher itself when a recording cannot account for what it saw: a torch op other
 than an allocation or a view, a kernel launched outside Triton's JIT path, two inputs sharing memory, an
