@@ -38,7 +38,7 @@ class HostLauncher:
 
     def launch(self, gx, gy, gz, stream, function, cooperative, pdl, scratch, profile, metadata, launch_metadata,
                enter, exit, *args):  # fmt: skip
-        assert stream == STREAM
+        assert stream == HostBackend.stream and gx == HostBackend.device  # as Triton reads them at the call
         if function == ADD:
             x, r, y, n = args
             xs, rs, ys = at(x.data_ptr(), n), at(r.data_ptr(), n), at(y.data_ptr(), n)
@@ -72,8 +72,8 @@ class HostKernel:
     def run(self, *args, grid, warmup):
         if not warmup:
             hooks = HostBackend.hooks  # Triton passes its current hooks
-            self.launcher(grid[0], 1, 1, STREAM, self.function, (), None, hooks.launch_enter_hook,
-                          hooks.launch_exit_hook, *args)  # fmt: skip
+            self.launcher(HostBackend.device, 1, 1, HostBackend.stream, self.function, (), None,
+                          hooks.launch_enter_hook, hooks.launch_exit_hook, *args)  # fmt: skip
 
     def __getitem__(self, grid):
         return lambda *args: self.run(*args, grid=grid, warmup=False)
@@ -85,18 +85,22 @@ class Hooks:
 
 
 class HostBackend:
+    """Triton's side of a replay; the grid's first size stands for the device a kernel is loaded on."""
+
     device_type = "cpu"
     launcher_class = HostLauncher
     jit_class = HostKernel
     hooks = Hooks
+    stream = STREAM
+    device = 1
 
     @staticmethod
     def current_device():
-        return 0
+        return HostBackend.device
 
     @staticmethod
     def current_stream(device):
-        return STREAM
+        return HostBackend.stream
 
 
 add, accumulate, scale, copy_from = (HostKernel(k) for k in (ADD, ACCUMULATE, SCALE, COPY_FROM))
@@ -270,3 +274,68 @@ def test_unhashable_arguments_run_the_launcher(value):
     for _ in range(3):
         fast(torch.ones(4), value)
     assert body.calls == 3
+
+
+def test_an_integer_argument_equal_to_the_recorded_stream_stays_itself_on_another_stream():
+    def zero_launcher(x):  # a kernel argument 0, the default stream's handle too
+        y = torch.empty_like(x)
+        scale[(1,)](x, y, x.numel(), 0)
+        return y
+
+    HostBackend.stream = 0
+    try:
+        fast, _ = replayed(zero_launcher)
+        x = torch.ones(4)
+        for _ in range(2):
+            fast(x)
+        HostBackend.stream = 5  # a later call on another stream (a CUDA-graph capture, say)
+        torch.testing.assert_close(fast(x), torch.zeros(4))
+        assert fast.replaying() == 1
+    finally:
+        HostBackend.stream = STREAM
+
+
+def test_a_replayed_launcher_inside_a_recording_is_seen_by_it():
+    inner, _ = replayed(add_launcher)
+
+    def outer_launcher(x, r):  # another replayed op inside this launcher
+        y = inner(x, r)
+        z = torch.empty_like(x)
+        scale[(1,)](y, z, x.numel(), 2.0)
+        return z
+
+    x, r = torch.ones(8), torch.ones(8)
+    for _ in range(2):
+        inner(x, r)
+    assert inner.replaying() == 1
+    outer, _ = replayed(outer_launcher)
+    for i in range(4):
+        x = torch.full((8,), float(i))
+        torch.testing.assert_close(outer(x, r), 2 * (x + r))
+    assert outer.replaying() == 1
+
+
+def test_a_launcher_that_switches_device_is_not_replayed():
+    def switching_launcher(x, r):  # as `with torch.cuda.device(x.device):` does
+        HostBackend.device = 2
+        try:
+            return add_launcher(x, r)
+        finally:
+            HostBackend.device = 1
+
+    fast, body = replayed(switching_launcher)
+    x, r = torch.ones(8), torch.ones(8)
+    for _ in range(4):
+        torch.testing.assert_close(fast(x, r), x + r)
+    assert body.calls == 4 and fast.replaying() == 0
+
+
+def test_a_named_tuple_of_outputs_keeps_the_launcher():
+    from collections import namedtuple
+
+    Out = namedtuple("Out", "y")
+    fast, body = replayed(lambda x, r: Out(add_launcher(x, r)))
+    x, r = torch.ones(8), torch.ones(8)
+    for _ in range(4):
+        torch.testing.assert_close(fast(x, r).y, x + r)
+    assert body.calls == 4

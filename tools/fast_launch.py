@@ -21,7 +21,9 @@ signature does not show (a counter, a random seed drawn in Python) is frozen at 
 Needs only torch and triton; tools/export.py copies this file into every exported module.
 """
 
+import sys
 import threading
+import types
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -32,7 +34,13 @@ _ALLOCATING = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_s
 _FILLING = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
 _PRIMITIVE = (int, float, bool, str, bytes, type(None))
 _HEAD = 9  # gridX, gridY, gridZ, stream, function, kernel metadata, launch metadata, enter hook, exit hook
-_ONE_RECORDING = threading.Lock()  # the recording patches Triton's classes: one at a time
+MAX_SIGNATURES = 256  # signatures a launcher learns; calls at any other go to the launcher as they are
+# One state for every copy of this file in the process (each exported module holds one): a recording
+# patches Triton's classes, so only one runs at a time, and a replay inside a recording (one exported
+# module's launch called by another's launcher) must run its launcher, so that the recording sees it.
+_SHARED = sys.modules.setdefault("_kernel_agent_fast_launch", types.ModuleType("_kernel_agent_fast_launch"))
+_SHARED.__dict__.setdefault("recording_lock", threading.Lock())
+_SHARED.__dict__.setdefault("recording_here", threading.local())
 
 
 class _Pointer:
@@ -75,11 +83,16 @@ class TritonBackend:
 
 def signature(inputs):
     """What a launcher's behaviour may depend on: per tensor its shape, strides, dtype, device and
-    16-byte alignment (Triton specializes on it); every other argument by type and value."""
+    16-byte alignment (Triton specializes on it); every other argument by type and value. TypeError for
+    an argument that is neither a tensor nor a plain value (a key must not hold it alive)."""
     return tuple(
-        (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15) if isinstance(t, torch.Tensor) else (type(t), t)
-        for t in inputs
-    )
+        [(t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15) if isinstance(t, torch.Tensor)
+         else (type(t), t) if _plain(t) else _not_a_key(t) for t in inputs]
+    )  # fmt: skip
+
+
+def _not_a_key(value):
+    raise TypeError(f"no replay keyed on a {type(value).__name__}")
 
 
 class _Recording(TorchDispatchMode):
@@ -102,9 +115,9 @@ class _Recording(TorchDispatchMode):
         return out
 
 
-def _record(launcher, inputs, backend):
+def _record(launcher, inputs, backend, device):
     """(the launcher's outputs, the recording of that call) with Triton's JIT and launcher classes patched
-    for this thread only. Each launch keeps the calls its launcher made to its native ``launch``."""
+    for this thread only. Each launch keeps its native ``launch`` and the calls the launcher made to it."""
     recording, me = _Recording(), threading.get_ident()
     jit, launcher_class = backend.jit_class, backend.launcher_class
     original_run, original_call = jit.run, launcher_class.__call__
@@ -120,15 +133,17 @@ def _record(launcher, inputs, backend):
         native, seen = getattr(self, "launch", None), []
         if kwargs:
             recording.refused = "Triton's launcher called with keywords"
+        if backend.current_device() != device:  # the launcher switched device: the replay would not
+            recording.refused = "a launch on another device than the caller's"
         if kwargs or native is None:
-            recording.launches.append((self, args, seen))
+            recording.launches.append((self, args, seen, native))
             return original_call(self, *args, **kwargs)
         self.launch = lambda *a, **k: (seen.append((a, k)), native(*a, **k))[1]
         try:
             return original_call(self, *args)
         finally:
             self.launch = native
-            recording.launches.append((self, args, seen))
+            recording.launches.append((self, args, seen, native))
 
     jit.run, launcher_class.__call__ = run, call
     try:
@@ -208,8 +223,8 @@ class _Plan:
             if fill is not None:
                 lines.append(f"    a{k}.fill_({fill!r})")
         lines.append("    stream = current_stream(device)")
-        for obj, args, native in recording.launches:
-            lines.append("    " + self._launch(obj, args, native, sources, stream))
+        for obj, args, seen, native in recording.launches:
+            lines.append("    " + self._launch(obj, args, seen, native, sources, stream))
         lines.append(f"    return {self._output(outputs, sources)}")
         self.source = "\n".join(lines) + "\n"
         exec(compile(self.source, "<fast_launch replay>", "exec"), self.env)
@@ -222,17 +237,18 @@ class _Plan:
         self.described.append(repr(value) if described is None else described)
         return name
 
-    @staticmethod
-    def _hook_check(hooks):
+    def _hook_check(self, hooks):
         enter, exit = hooks.launch_enter_hook, hooks.launch_exit_hook
+        self.env.update(ENTER=enter, EXIT=exit)
         head = ["    enter, exit = hooks.launch_enter_hook, hooks.launch_exit_hook"]
         if enter is None and exit is None:
             return head + ["    if enter is not None or exit is not None:", "        return MISS"]
         if not all(isinstance(getattr(h, "calls", None), list) and not h.calls for h in (enter, exit)):
             raise _Unreplayable("a launch hook is set")
-        return head + ["    if enter.calls or exit.calls:", "        return MISS"]  # Triton's chains of hooks
+        return head + [  # Triton's chains of hooks: the same two, still empty
+            "    if enter is not ENTER or exit is not EXIT or ENTER.calls or EXIT.calls:", "        return MISS"]
 
-    def _launch(self, obj, args, native, sources, stream):
+    def _launch(self, obj, args, seen, native, sources, stream):
         """One launch's line: the native launch where that is all the launcher's Python does, else the
         launcher object itself."""
         hooks = (self.env["hooks"].launch_enter_hook, self.env["hooks"].launch_exit_hook)
@@ -249,8 +265,8 @@ class _Plan:
             else:
                 exprs.append(self._argument(value, sources, pos >= _HEAD))
         try:
-            native_exprs = self._native(obj, args, native, exprs)
-            name = self.constant(obj.launch, f"native of launcher {id(obj)}")
+            native_exprs = self._native(obj, args, seen, exprs)
+            name = self.constant(native, f"native of launcher {id(obj)}")
             return f"{name}({', '.join(native_exprs)})"
         except _Unreplayable:
             name = self.constant(obj, f"launcher {id(obj)}")
@@ -267,24 +283,31 @@ class _Plan:
             return self.constant(value)  # a constexpr such as a tl.dtype is part of the compiled kernel
         raise _Unreplayable(f"an argument of type {type(value).__name__} cannot be re-created")
 
-    def _native(self, obj, args, native, exprs):
-        """The native launch's arguments as expressions: each value the launcher object was given maps to
-        its expression, the rest must be plain constants (no scratch memory allocated per call)."""
+    def _native(self, obj, args, seen, exprs):
+        """The native launch's arguments as expressions: the stream at its position, each tensor the
+        launcher object was given as that tensor's expression, every other value a constant of itself
+        (no scratch memory is allocated per call, so none of them changes between calls)."""
         sizes = (getattr(obj, "global_scratch_size", None), getattr(obj, "profile_scratch_size", 0))
-        if len(native) != 1 or native[0][1] or sizes != (0, 0) or getattr(obj, "gsan_enabled", False):
+        if len(seen) != 1 or seen[0][1] or sizes != (0, 0) or getattr(obj, "gsan_enabled", False):
             raise _Unreplayable("the launcher's Python does more than forward")
+        native_args = seen[0][0]
+        if len(native_args) < 4 or native_args[3] is not args[3]:
+            raise _Unreplayable("the native launch takes its stream elsewhere")
+        tensors = {id(v): e for v, e in zip(args, exprs, strict=True) if isinstance(v, torch.Tensor)}
+        given = {id(v) for v in args}
 
         def expression(value):
-            for given, expr in zip(args, exprs, strict=True):
-                if value is given:
-                    return expr
-            if isinstance(value, tuple):
+            if isinstance(value, torch.Tensor):
+                if id(value) not in tensors:
+                    raise _Unreplayable("the native launch takes a tensor the launcher was not given")
+                return tensors[id(value)]
+            if type(value) is tuple:
                 return "(" + "".join(f"{expression(v)}, " for v in value) + ")"
-            if _plain(value) and not isinstance(value, tuple):
-                return self.constant(value)
+            if _plain(value) or id(value) in given:  # e.g. launch metadata, Triton's chains of hooks
+                return self.constant(value, repr(value) if _plain(value) else f"given {type(value).__name__}")
             raise _Unreplayable("the native launch takes a value the launcher was not given")
 
-        return [expression(v) for v in native[0][0]]
+        return ["stream" if pos == 3 else expression(v) for pos, v in enumerate(native_args)]
 
     def _output(self, value, sources):
         """The generated expression that rebuilds an output of the launcher."""
@@ -300,9 +323,9 @@ class _Plan:
                 raise _Unreplayable("an output viewed as another dtype")
             view = self.constant((tuple(value.shape), value.stride(), value.storage_offset() - source.storage_offset()))
             return f"{base}.as_strided({view}[0], {view}[1], {base}.storage_offset() + {view}[2])"
-        if isinstance(value, tuple):
+        if type(value) is tuple:
             return "(" + "".join(f"{self._output(v, sources)}, " for v in value) + ")"
-        if isinstance(value, list):
+        if type(value) is list:
             return "[" + ", ".join(self._output(v, sources) for v in value) + "]"
         if _plain(value):
             return self.constant(value)
@@ -339,17 +362,17 @@ class Replayed:
         self._lock = threading.Lock()
 
     def __call__(self, *inputs):
-        if self._off or torch.compiler.is_compiling():
-            return self.launcher(*inputs)
+        if self._off or torch.compiler.is_compiling() or getattr(_SHARED.recording_here, "on", False):
+            return self.launcher(*inputs)  # inside another launcher's recording: it must see these launches
         try:
             key = signature(inputs)
             plan = self._plans.get(key)
-        except TypeError:  # an argument that cannot be hashed: nothing to key a replay on
+        except (TypeError, RuntimeError):  # an argument a replay cannot be keyed on (or hashed)
             return self.launcher(*inputs)
         if plan.__class__ is _Plan:
             outputs = plan.run(inputs)
             return self.launcher(*inputs) if outputs is _MISS else outputs
-        if plan is False:
+        if plan is False or (plan is None and len(self._plans) >= MAX_SIGNATURES):
             return self.launcher(*inputs)
         return self._learn(key, inputs)
 
@@ -370,14 +393,16 @@ class Replayed:
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         if backend is None or not tensors or any(t.device.type != device_type for t in tensors):
             return self.launcher(*inputs)
-        if not _ONE_RECORDING.acquire(blocking=False):
+        if not _SHARED.recording_lock.acquire(blocking=False):
             return self.launcher(*inputs)
+        _SHARED.recording_here.on = True
         try:
             device = backend.current_device()
             stream = backend.current_stream(device)
-            outputs, recording = _record(self.launcher, inputs, backend)
+            outputs, recording = _record(self.launcher, inputs, backend, device)
         finally:
-            _ONE_RECORDING.release()
+            _SHARED.recording_here.on = False
+            _SHARED.recording_lock.release()
         try:
             plan = _Plan(recording, inputs, outputs, backend, device, stream)
         except Exception:  # _Unreplayable, or anything else it cannot read: the call itself has run
@@ -388,6 +413,8 @@ class Replayed:
     def _remember(self, key, plan):
         with self._lock:
             seen = self._plans.get(key)
+            if seen.__class__ is _Plan or seen is False:  # decided meanwhile by another thread's call
+                return
             seen = seen if isinstance(seen, list) else []
             seen.append(plan)
             recent = seen[-AGREEING_RECORDINGS:]
