@@ -101,7 +101,7 @@ class _Recording(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.made = []  # (tensor, fill value or None), in allocation order
-        self.launches = []  # (launcher object, its arguments)
+        self.launches = []  # (launcher object, its arguments, the calls to its native launch, that launch)
         self.jit_runs = 0
         self.refused = ""
 
@@ -205,8 +205,8 @@ class _Plan:
         if not recording.launches or recording.jit_runs != len(recording.launches):
             raise _Unreplayable("a launch outside Triton's JIT path, or none")
         sources = _Sources(inputs, recording.made)
-        self.env = {"empty_strided": torch.empty_strided, "empty_like": torch.empty_like, "Pointer": _Pointer, "MISS": _MISS, "DEVICE": device,
-                    "hooks": backend.hooks, "current_device": backend.current_device,
+        self.env = {"empty_strided": torch.empty_strided, "empty_like": torch.empty_like, "Pointer": _Pointer,
+                    "MISS": _MISS, "DEVICE": device, "hooks": backend.hooks, "current_device": backend.current_device,
                     "current_stream": backend.current_stream}  # fmt: skip
         self.described = []  # what two recordings must share besides the source
         lines = ["def replay(inputs):", *self._hook_check(backend.hooks)]
@@ -251,8 +251,7 @@ class _Plan:
     def _launch(self, obj, args, seen, native, sources, stream):
         """One launch's line: the native launch where that is all the launcher's Python does, else the
         launcher object itself."""
-        hooks = (self.env["hooks"].launch_enter_hook, self.env["hooks"].launch_exit_hook)
-        if len(args) < _HEAD or args[3] != stream or args[7] is not hooks[0] or args[8] is not hooks[1]:
+        if len(args) < _HEAD or args[3] != stream or args[7] is not self.env["ENTER"] or args[8] is not self.env["EXIT"]:
             raise _Unreplayable("Triton's launcher takes arguments this replay does not know")
         exprs = []
         for pos, value in enumerate(args):
