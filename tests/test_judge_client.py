@@ -135,3 +135,56 @@ def test_a_judge_whose_client_was_killed_mid_batch_ends_with_its_workers(tmp_pat
         time.sleep(0.2)
     assert not running(started["judge"]), "the judge outlived its client"
     assert not _processes_in(started["scratch"]), "the candidate's worker outlived the judge"
+
+
+def test_a_dead_judge_says_how_it_ended_and_what_its_log_said(tmp_path):
+    """A judge killed by the kernel's out-of-memory killer and one that crashed read alike on its pipe: the
+    message must tell them apart (the signal) and carry its last words (judge.log, where its stderr goes)."""
+    dies = READ + "print('CUDA error: out of memory at the reference', file=sys.stderr, flush=True)\n"
+    dies += "os.kill(os.getpid(), 9)\n"
+    client = fake_judge(tmp_path, dies)("task", "cpu", SETTINGS, [], tmp_path)
+    try:
+        with pytest.raises(JudgeLost) as lost:
+            client.request("retime", lambda message: None, jobs=[])
+    finally:
+        client.close()
+    text = str(lost.value)
+    assert "killed by signal 9" in text and "out of memory at the reference" in text
+    assert str(tmp_path / "judge.log") in text
+
+
+def test_a_retime_whose_judge_died_is_asked_again_of_a_new_judge(tmp_path):
+    """The watchdog's re-time of a new best, its judge killed mid-request: the judge is started again and the
+    re-time asked once more, instead of the run ending on the error."""
+    from tools.backend import LocalBackend
+
+    script = tmp_path / "fake_judge.py"
+    script.write_text(
+        textwrap.dedent("""
+        import json, os, sys
+        sys.stdin.readline()
+        print(json.dumps({"ready": True}), flush=True)
+        request = json.loads(sys.stdin.readline())
+        marker = os.path.join(os.getcwd(), "died_once")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), 9)
+        results = {str(job["key"]): {"verdict": "pass", "scratch": job["scratch"]} for job in request["jobs"]}
+        print(json.dumps({"id": request["id"], "results": results, "done": True}), flush=True)
+        sys.stdin.readline()
+    """)
+    )
+
+    class Client(JudgeClient):
+        COMMAND = [sys.executable, str(script)]
+
+    backend = LocalBackend.__new__(LocalBackend)
+    backend.root, backend.device = tmp_path, "cpu"
+    backend.judge = Client("task", "cpu", SETTINGS, [], tmp_path)
+    jobs = [{"key": k, "source": "", "config": {}, "identity": f"{k:016x}"} for k in range(2)]
+    try:
+        answers = backend.retime(jobs)
+    finally:
+        backend.close()
+    assert backend.judge.restarts == 1
+    assert sorted(answers) == [0, 1] and all(a["verdict"] == "pass" for a in answers.values())

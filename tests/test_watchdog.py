@@ -154,6 +154,38 @@ def test_on_the_cpu_the_guard_accepts_without_a_re_time(tmp_path):
     assert recheck_new_best(task, "cpu", cand, cand).accepted  # no evaluator opened, no re-time
 
 
+def test_the_watchdog_re_times_on_the_runs_own_judge_not_a_second_one(monkeypatch):
+    """A second judge beside the run's would make every input set and reference again while the first holds
+    its own in memory (the softmax references: gigabytes): the watchdog asks the run's judge."""
+    import tools.evaluate as evaluate
+
+    task = load_task(REPO / "tests" / "fixtures" / "tasks" / "axpy")
+    cand = Candidate(source=task.baseline_source, config=task.default_config())
+    started: list[object] = []
+
+    class OneJudge:  # a backend that answers a re-time with the measured add_rmsnorm rows, unchanged
+        hidden_shapes: list = []
+
+        def retime(self, jobs):
+            return {job["key"]: result(ROWS).model_dump() for job in jobs}
+
+        def close(self):
+            pass
+
+    def make_backend(*args):
+        started.append(OneJudge())
+        return started[-1]
+
+    monkeypatch.setattr(evaluate, "make_backend", make_backend)
+    monkeypatch.setattr(evaluate, "resolve_device", lambda device: "cuda")
+    monkeypatch.setattr(evaluate, "_SHARED", {})
+    settings = EvalSettings.for_task(task)
+    runs_judge = evaluate.shared_backend(task, "cuda", settings)  # the one the run's rounds use
+    verdict = recheck_new_best(task, "cuda", cand, cand, settings=settings)
+    assert verdict.compared and verdict.accepted
+    assert started == [runs_judge]
+
+
 # -- on the GPU: two candidates timed back to back in one timing-server process -------------------------
 @pytest.mark.gpu
 def test_same_process_retime_rejects_a_slower_kernel_and_accepts_the_same_one(tmp_path):

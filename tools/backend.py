@@ -106,8 +106,28 @@ class JudgeClient:
                     self.kill()
                     raise JudgeLost(f"the judge said nothing for {timeout:.0f} s") from None
             if message is None:
-                raise JudgeLost("the judge died (see judge.log in the evaluator's folder)")
+                raise JudgeLost(self._death())
             return message
+
+    def _death(self) -> str:
+        """How the judge ended and the end of its log: what a user needs to tell an out-of-memory kill from
+        a crash (the folder is a temporary one unless the settings name it)."""
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=self.BURY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            how = "its pipe closed while it still ran"
+        elif code < 0:
+            how = f"killed by signal {-code}" + (
+                " (SIGKILL: the out-of-memory killer, or a kill)" if code == -9 else ""
+            )
+        else:
+            how = f"exit code {code}"
+        log = self.root / "judge.log"
+        tail = log.read_bytes()[-1500:].decode(errors="replace").strip() if log.exists() else ""
+        return f"the judge died ({how}); its log: {log}" + (f"\n{tail}" if tail else "")
 
     def _bury(self) -> None:
         """Wait until the lost judge is reaped, so that ``alive()`` says so: the pipe closes a moment before
@@ -165,7 +185,6 @@ class JudgeClient:
             sandbox.kill_group(self.proc.pid)  # its zygote and workers share its process group
 
 
-
 class LocalBackend:
     """Candidates evaluated by one judge on this machine."""
 
@@ -207,11 +226,18 @@ class LocalBackend:
             except JudgeLost as lost:
                 if attempt == 1:
                     for key in list(pending):
-                        finished(key, {"verdict": "fail", "stage": "correctness", "error_type": "runtime_error",
-                                       "message": f"the judge died twice while this candidate was evaluated: {lost}"})  # fmt: skip
+                        finished(key, _lost_twice(lost, "correctness"))
                         del pending[key]
 
     def retime(self, jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """Re-time passed candidates in fresh workers; a judge that dies is started again and the re-time
+        asked once more (fresh scratch folders), then each job fails with the reason."""
+        try:
+            return self._twice(lambda: self._retime(jobs))
+        except JudgeLost as lost:
+            return {job["key"]: _lost_twice(lost, "timing") for job in jobs}
+
+    def _retime(self, jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         answers: dict[int, dict[str, Any]] = {}
 
         def on_message(message: dict) -> None:
@@ -222,10 +248,22 @@ class LocalBackend:
         return answers
 
     def anchors(self) -> list[dict[str, Any]]:
-        """The reference in eager and under torch.compile at each timed shape, timed by the judge (GPU)."""
+        """The reference in eager and under torch.compile at each timed shape, timed by the judge (GPU); asked
+        once more of a fresh judge when the first one dies."""
+        return self._twice(self._anchors)
+
+    def _anchors(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         self.judge.request("anchors", lambda message: found.extend(message.get("anchors", [])))
         return found
+
+    @staticmethod
+    def _twice(ask: Callable[[], Any]) -> Any:
+        """``ask()``, and once more when the judge died under it (the next request starts a new judge)."""
+        try:
+            return ask()
+        except JudgeLost:
+            return ask()
 
     def name(self) -> str:
         gpu = self.judge.ready.get("device", {}).get("name", self.device)
@@ -236,3 +274,8 @@ class LocalBackend:
 
     def close(self) -> None:
         self.judge.close()
+
+
+def _lost_twice(lost: JudgeLost, stage: str) -> dict[str, Any]:
+    return {"verdict": "fail", "stage": stage, "error_type": "runtime_error",
+            "message": f"the judge died twice while this candidate was evaluated: {lost}"}  # fmt: skip

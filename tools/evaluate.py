@@ -336,7 +336,9 @@ def make_backend(task: Task, device: str, settings: EvalSettings) -> Any:
     return LocalBackend(str(task.folder), device, settings.for_judge(device), hidden, root)
 
 
-def _shared_backend(task: Task, device: str, settings: EvalSettings) -> Any:
+def shared_backend(task: Task, device: str, settings: EvalSettings) -> Any:
+    """The one judge (or cluster) per task, device and settings for the life of this process: a run's rounds,
+    its watchdog and its anchors share its input sets and references."""
     key = (str(task.folder), device, json.dumps(settings.for_judge(device), sort_keys=True),
            settings.hidden_shapes, settings.hidden_seed, settings.workdir, settings.cluster)  # fmt: skip
     with _SHARED_LOCK:
@@ -365,7 +367,7 @@ def evaluate_many(
     task = task if isinstance(task, Task) else load_task(task)
     device = resolve_device(device)
     settings = settings or EvalSettings.for_task(task)
-    evaluator = Evaluator(task, device, settings, backend=_shared_backend(task, device, settings))
+    evaluator = Evaluator(task, device, settings, backend=shared_backend(task, device, settings))
     return evaluator.evaluate_many(candidates, baseline, on_result)
 
 
@@ -375,7 +377,7 @@ def measure_anchors(task: Task, device: str, settings: EvalSettings) -> list[dic
     device = resolve_device(device)
     if device != "cuda":
         return []
-    return _shared_backend(task, device, settings).anchors()
+    return shared_backend(task, device, settings).anchors()
 
 
 def evaluate(

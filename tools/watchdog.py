@@ -306,14 +306,16 @@ def recheck_new_best(
     max_regression: float = MAX_REGRESSION,
     settings: EvalSettings | None = None,
 ) -> WatchdogVerdict:
-    """Re-time a new best against the previous one in one evaluator process on the GPU and judge it;
-    on the CPU nothing is re-timed (accepted, ``compared`` False)."""
-    from tools.evaluate import Evaluator, resolve_device
+    """Re-time a new best against the previous one on the GPU (fresh workers of the run's own judge) and
+    judge it; on the CPU nothing is re-timed (accepted, ``compared`` False). The run's judge, not a second
+    one: a second judge would make every input set and reference again, beside the first one's in memory."""
+    from tools.evaluate import EvalSettings, Evaluator, resolve_device, shared_backend
 
     if resolve_device(device) != "cuda":
         return _no_retime(max_regression)
-    with Evaluator(task, "cuda", settings) as evaluator:
-        return guard_new_best(evaluator, new, previous, max_regression)
+    settings = settings or EvalSettings.for_task(task)
+    evaluator = Evaluator(task, "cuda", settings, backend=shared_backend(task, "cuda", settings))
+    return guard_new_best(evaluator, new, previous, max_regression)
 
 
 __all__ = [
