@@ -332,3 +332,13 @@ def scale_at(expected: torch.Tensor, flat: torch.Tensor, row_scale: bool) -> tor
         rows = torch.where(torch.isfinite(rows), rows, torch.zeros_like(rows))
         scale = torch.maximum(scale, rows.square().mean(dim=1).sqrt())
     return scale
+
+
+def samples_close(
+    got: torch.Tensor, expected: torch.Tensor, scale: torch.Tensor, rtol: float, atol: float
+) -> torch.Tensor:
+    """Elementwise, ``compare``'s rule on sampled values (a timed replay's log): within atol + rtol * scale,
+    NaN where the reference is NaN, and an infinity of the reference matched only by the same infinity
+    (its scale is infinite, so the tolerance alone would take any finite value)."""
+    within = (got - expected).abs() <= atol + rtol * scale
+    return torch.where(torch.isinf(expected), got == expected, within) | (torch.isnan(got) & torch.isnan(expected))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tools import staging
-from tools.compare import check_described, compare, sample_positions, scale_at, unravel
+from tools.compare import check_described, compare, sample_positions, samples_close, scale_at, unravel
 from tools.judge_settings import FRESH_SEED, SAMPLES_PER_OUTPUT, JudgeSettings, Verdict
 from tools.references import Entry
 from tools.session import Session
@@ -68,7 +68,7 @@ class Timing:
             scale = torch.stack([scale_at(entry.expected[j], flat, self.task.row_scaled).to(log.device) for entry in sets])
             got = log[:, j, 1 : 1 + flat.numel()]
             e, sc = wanted[which], scale[which]
-            close = ((got - e).abs() <= atol + rtol * sc) | (torch.isnan(got) & torch.isnan(e)) | (got == e)
+            close = samples_close(got, e, sc, rtol, atol)
             bad_value = ~close.all(dim=1)
             flags = torch.stack([bad_count.any(), bad_value.any()]).tolist()
             if flags[0]:
