@@ -34,6 +34,18 @@ def test_forked_workers_start_in_under_a_second_each_in_its_own_scratch(tmp_path
     assert not Path(f"/proc/{zygote_pid}").exists() or _zombie(zygote_pid)
 
 
+def test_a_result_says_where_its_seconds_went_command_by_command_and_in_the_workers_cpu(tmp_path):
+    """What a slow batch is read from: each stage's waits per worker command (``correctness_call`` ...),
+    and the CPU seconds the candidate's worker used (read by the judge from /proc, not reported by it)."""
+    task = load_task(TASK)
+    with Evaluator(task, "cpu", EvalSettings(parallel=1, workdir=str(tmp_path))) as evaluator:
+        result = evaluator.evaluate(_cand(128))
+    seconds = result.stage_seconds
+    assert result.passed, result.message
+    assert seconds["startup_hello"] > 0 and seconds["compile_call"] > 0
+    assert 0 < seconds["correctness_call"] <= seconds["correctness_worker"] + 1e-9
+    assert 0 < seconds["worker_cpu"] < 600
+
 def test_nothing_planted_in_the_evaluator_folder_is_imported_by_a_worker(tmp_path):
     # a module named like one the worker imports, in the folder the zygote runs in
     (tmp_path / "shlex.py").write_text("raise SystemExit('planted module imported')\n")

@@ -77,7 +77,8 @@ class EvalResult(BaseModel):
     stage_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="wall seconds per phase (startup, compile, correctness, timing); PHASE_worker of it waiting"
-        " for the worker's replies, PHASE_sync waiting for the judge's own stream (the rest is the judge's work)",
+        " for the worker's replies (PHASE_COMMAND per command, PHASE_jit Triton compiling as the worker says),"
+        " PHASE_sync waiting for the judge's own stream (the rest is the judge's work); worker_cpu: its CPU seconds",
     )
     sandbox: dict[str, str] = Field(default_factory=dict, description="what isolated the candidate here")
     worker: str = Field(default="", description="the evaluation worker and GPU that judged it")

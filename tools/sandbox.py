@@ -298,3 +298,12 @@ def limits(max_open_files: int, cpu_seconds: float | None, address_space: int | 
         apply_limits(max_open_files, cpu_seconds, address_space)
 
     return preexec
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far, read from /proc (0.0 where unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0

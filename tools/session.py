@@ -79,8 +79,11 @@ class Session:
         except ChannelError as exc:
             raise self._channel_failure(exc) from None
         finally:
+            waited = time.perf_counter() - synced
             self._spent("sync", synced - lap)
-            self._spent("worker", time.perf_counter() - synced)
+            self._spent("worker", waited)
+            self._spent(op, waited)
+        self._spent("jit", _seconds(reply.get("jit_s")))  # the worker's word: where its time went, no verdict
         if "failure" in reply:
             f = reply["failure"]
             raise Verdict(f.get("stage", self.stage), f.get("error_type", "runtime_error"), f.get("message", ""),
@@ -100,8 +103,9 @@ class Session:
 
     def _spent(self, where: str, seconds: float) -> None:
         """Where a stage's seconds went: waiting for the judge's stream (``sync``), for the worker's reply
-        (``worker``); the rest of the stage is the judge's own work (copies, guard bands, comparisons)."""
-        if self.phase_now is not None:
+        (``worker``, and per command: ``call``, ``bench``, ...; ``jit``: Triton compiling inside them, as the
+        worker reports it); the rest of the stage is the judge's own work (copies, guard bands, comparisons)."""
+        if self.phase_now is not None and seconds:
             key = f"{self.phase_now}_{where}"
             self.seconds[key] = self.seconds.get(key, 0.0) + seconds
 
@@ -136,6 +140,8 @@ class Session:
     def close(self) -> str:
         """End the worker; "" when it ended as asked, else why its word cannot be trusted."""
         problem = ""
+        if self.pid is not None:
+            self.seconds["worker_cpu"] = sandbox.cpu_seconds(self.pid)
         if self.pid is not None and self.channel is not None:
             try:
                 self.channel.ask("bye", min(10.0, max(self._left(), 5.0)))
@@ -214,3 +220,6 @@ class Session:
         return tuple(staging.view(self.arena.buffer, s) for s in specs)
 
 
+def _seconds(value: Any) -> float:
+    """A worker's figure of seconds, or 0.0 for anything that is not a finite non-negative number."""
+    return float(value) if isinstance(value, int | float) and 0 <= value < float("inf") else 0.0
