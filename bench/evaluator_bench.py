@@ -14,8 +14,10 @@ import argparse
 import datetime as dt
 import itertools
 import json
+import os
 import random
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -82,6 +84,41 @@ def baseline_rows(task, evaluator: Evaluator) -> tuple[list[dict], dict, list[di
     return [r.model_dump() for r in first.metrics.per_shape], first.resources, repeat
 
 
+
+class CpuSampler:
+    """Busy CPU cores, once a second, from /proc/stat (empty where it cannot be read)."""
+
+    def __init__(self) -> None:
+        self.busy: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _ticks() -> tuple[int, int] | None:
+        try:
+            fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+    def _run(self) -> None:
+        last, cores = self._ticks(), os.cpu_count() or 1
+        while last is not None and not self._stop.wait(1.0):
+            now = self._ticks()
+            if now is None or now[1] == last[1]:
+                continue
+            self.busy.append(round(cores * (now[0] - last[0]) / (now[1] - last[1]), 2))
+            last = now
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
 def throughput(
     n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm", cluster: str | None = None
 ) -> dict:
@@ -114,12 +151,14 @@ def throughput(
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
     started = time.perf_counter()
+    arrived: dict[int, float] = {}
 
     def progress(i: int, r) -> None:  # what a killed run still shows
+        arrived[i] = time.perf_counter() - started
         seconds = {k: round(v, 1) for k, v in r.stage_seconds.items()}
-        print(f"  {time.perf_counter() - started:6.1f} s  #{i} {r.verdict} {r.error_type or ''} {seconds}", flush=True)
+        print(f"  {arrived[i]:6.1f} s  #{i} {r.verdict} {r.error_type or ''} {seconds}", flush=True)
 
-    with Evaluator(task, "cuda", settings) as evaluator:
+    with CpuSampler() as cpu, Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many(batch, on_result=progress)
         phases = dict(evaluator.phase_seconds)
     wall = time.perf_counter() - started
@@ -144,8 +183,11 @@ def throughput(
         "timing_settings": {"warmup_ms": settings.timing.warmup_ms, "rep_ms": settings.timing.rep_ms},
         # the batch in order: verdict, geomean and judging worker, so two backends compare candidate by candidate
         "results": [{"config": c.config, "module": c.module, "verdict": r.verdict, "error_type": r.error_type,
-                     "geomean_us": r.metrics.geomean_us, "worker": r.worker}
-                    for c, r in zip(batch, results, strict=True)],  # fmt: skip
+                     "geomean_us": r.metrics.geomean_us, "worker": r.worker, "arrived_s": arrived.get(i),
+                     "stage_seconds": r.stage_seconds}
+                    for i, (c, r) in enumerate(zip(batch, results, strict=True))],  # fmt: skip
+        # the machine's CPU cores busy, each second of the batch: whether checking waits on the CPUs
+        "cpu_busy_cores": cpu.busy,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
