@@ -3,9 +3,9 @@
 # Usage (repo root, on the GPU box): bash bench/unseen_session.sh OUT_DIR [parts...]
 # parts: brute-TASK    every config of TASK's space (bench/brute_force.py, resumable: run the part again
 #                      until it prints N/N; --retime 5 re-times the five fastest at the end)
-#        run-TASK      python -m graph.run TASK on the GPU, unattended as far as this CLI goes (held
-#                      candidates stay failures; a pause for a human exits 3 and is left as it is); a
-#                      run killed by the time limit is resumed by the same part
+#        run-TASK      python -m graph.run TASK --unattended on the GPU (the unattended policy answers every
+#                      pause; held candidates stay failures); a run killed by the time limit is resumed by
+#                      the same part
 #        replay-TASK   the expert search replayed against OUT/brute/TASK.json (10 seeds; no GPU needed)
 #        summary       OUT/unseen.md: each run against its brute force, % of the same-size ceiling per shape
 # TASK: add_rmsnorm softmax gqa_decode (tasks/) or colsum_cpu_gen stencil_cpu_gen scale_shift_cpu_gen
@@ -23,9 +23,8 @@ for part in $PARTS; do
                --chunk 24 --retime 5 2>&1 | tee -a "$OUT/brute/$t.log" | tail -5 ;;
     run-*) t=${part#run-}; run="$OUT/runs/$t"
            if [ -f "$run/checkpoints.sqlite" ]; then args=(--resume "$run"); else
-             args=("$(folder "$t")" --device cuda --no-memory --run-dir "$run" --set routing.held_to_human=false
-                   --set budget.minutes="${RUN_MINUTES:-8}"); fi
-           timeout 590 python3 -m graph.run "${args[@]}" --non-interactive 2>&1 | tee -a "$OUT/runs/$t.log" | tail -8 ;;
+             args=("$(folder "$t")" --device cuda --no-memory --run-dir "$run" --set budget.minutes="${RUN_MINUTES:-8}"); fi
+           timeout 590 python3 -m graph.run "${args[@]}" --unattended 2>&1 | tee -a "$OUT/runs/$t.log" | tail -8 ;;
     replay-*) t=${part#replay-}; python3 bench/replay_search.py "$OUT/brute/$t.json" --seeds 0-9 \
                 2>&1 | tee "$OUT/brute/$t.replay.txt" | tail -3 ;;
     summary) python3 bench/unseen_summary.py "$OUT" ;;
