@@ -123,7 +123,8 @@ def throughput(
     n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm", cluster: str | None = None
 ) -> dict:
     """N configs of one task (a seeded shuffle of every module's space) through every stage.
-    ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" (empty: the evaluator's defaults), so two settings can be
+    ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" or "PARALLEL/WARMUP_MS/REP_MS/overlap" (the judge times each
+    candidate as it passes, ``overlap_timing``; empty: the evaluator's defaults), so two settings can be
     compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
     batch on a Dask cluster instead of this machine's judge."""
     import itertools
@@ -147,9 +148,10 @@ def throughput(
     settings = EvalSettings(workdir=str(workdir / f"throughput-{variant.replace('/', '_') or 'default'}-{where}"))
     settings.cluster = cluster or None
     if variant:
-        parallel, warmup, rep = variant.split("/")
+        parallel, warmup, rep, *mode = variant.split("/")
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
+        settings.overlap_timing = mode == ["overlap"]
     started = time.perf_counter()
     arrived: dict[int, float] = {}
 
@@ -181,6 +183,7 @@ def throughput(
         "stage_seconds": {k: {"mean": statistics.mean(v), "max": max(v)} for k, v in sorted(stages.items())},
         "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
         "timing_settings": {"warmup_ms": settings.timing.warmup_ms, "rep_ms": settings.timing.rep_ms},
+        "overlap_timing": settings.overlap_timing,
         # the batch in order: verdict, geomean and judging worker, so two backends compare candidate by candidate
         "results": [{"config": c.config, "module": c.module, "verdict": r.verdict, "error_type": r.error_type,
                      "geomean_us": r.metrics.geomean_us, "worker": r.worker, "arrived_s": arrived.get(i),
@@ -253,7 +256,8 @@ def markdown(report: dict) -> str:
                 return f"{st[stage]['mean']:.1f}" if stage in st else "-"
 
             lines.append(
-                f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')} "
+                f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')}"
+                f"{'/overlap' if tp.get('overlap_timing') else ''} "
                 f"| {tp['candidates']} | {tp['wall_s']:.1f} | **{tp['per_minute']:.1f}** | {tp['verdicts']} "
                 f"| {ph.get('check', 0):.1f} | {ph.get('timing', 0):.1f} | {mean('startup')} | "
                 f"{mean('compile')} | {mean('correctness')} ({mean('correctness_worker')} / {mean('correctness_sync')}) | "
@@ -272,7 +276,7 @@ def main() -> None:
     parser.add_argument(
         "--throughput-variants",
         default="",
-        help="comma-separated PARALLEL/WARMUP_MS/REP_MS settings to compare on the same batch",
+        help="comma-separated PARALLEL/WARMUP_MS/REP_MS[/overlap] settings to compare on the same batch",
     )
     parser.add_argument(
         "--throughput-clusters",

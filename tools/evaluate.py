@@ -64,6 +64,8 @@ class EvalSettings:
     static_checks: bool = True
     # None: this machine's judge; "local:N" or "tcp://HOST:PORT": a Dask cluster (tools/cluster.py)
     cluster: str | None = None
+    # The judge times each candidate as it passes while others are still checked (tools.judge_settings)
+    overlap_timing: bool = False
 
     @classmethod
     def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
@@ -84,6 +86,7 @@ class EvalSettings:
             "cpu_address_space_bytes": self.cpu_address_space_bytes,
             "file_bytes": self.max_file_bytes,
             "timing": asdict(self.timing),
+            "overlap_timing": self.overlap_timing,
         }
 
 

@@ -230,6 +230,7 @@ class LaunchRecorder:
         self._wrapped: list[tuple[Any, Any]] = []
         self.expected_stream: int | None = None
         self.stream_escapes: list[str] = []  # kernels launched on another stream than launch()'s caller
+        self.compile_only = False  # compile and load each kernel launch() asks for, launch none
 
     @contextmanager
     def on_caller_stream(self) -> Any:
@@ -257,8 +258,11 @@ class LaunchRecorder:
         recorder = self
 
         def run(*args, grid, warmup, **kwargs):
+            held = recorder.compile_only and not warmup
             with _disable_current_modes():
-                compiled = original_run(*args, grid=grid, warmup=warmup, **kwargs)
+                compiled = original_run(*args, grid=grid, warmup=warmup or held, **kwargs)
+                if held and compiled is not None:
+                    getattr(compiled, "run", None)  # loads the binary (its registers and spills), launches nothing
             if not warmup:
                 if recorder.expected_stream is not None and _current_stream() != recorder.expected_stream:
                     recorder.stream_escapes.append(attr)

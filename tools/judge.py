@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import queue
 import sys
 import threading
 import time
@@ -36,6 +37,7 @@ import torch
 from tools import lifeline, sandbox, staging
 from tools.checks import Checks
 from tools.compare import compare, same_bits
+from tools.gpu_gate import GpuGate
 from tools.judge_settings import (
     FRESH_SEED,
     SAMPLES_PER_OUTPUT,
@@ -81,6 +83,8 @@ class Judge:
         self._degenerate: str | None = None
         self._ceilings: dict[int, float] = {}
         self.out_lock = threading.Lock()
+        self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
+        self.overlapping = self.device == "cuda" and self.settings.overlap_timing
 
     # -- the workload ---------------------------------------------------------------------------
     def check_pairs(self) -> list[tuple[dict, str]]:
@@ -223,9 +227,10 @@ class Judge:
         session = Session(self, job)
         checks = Checks(session)
         try:
-            with session.phase("startup"):
+            with session.phase("startup"), self.gate.shared():  # the candidate's import may run GPU work
                 session.open(self.settings.check_timeout_s)
-            degenerate = self.degenerate()
+            with self.gate.shared():
+                degenerate = self.degenerate()
             if degenerate:
                 raise Verdict("correctness", "runtime_error", degenerate, details=dict(TASK_ERROR))
             with session.phase("compile"):
@@ -363,13 +368,45 @@ class Judge:
             else:
                 passed.append((job, session, result))
 
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            list(pool.map(check, jobs))
-        order = {job["key"]: i for i, job in enumerate(jobs)}
-        for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
-            say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
+        if self.overlapping:
+            self._check_while_timing(jobs, parallel, request["id"], say)
+        else:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                list(pool.map(check, jobs))
+            order = {job["key"]: i for i, job in enumerate(jobs)}
+            for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
+                say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
+
+
+    def _check_while_timing(self, jobs: list[dict], parallel: int, rid: Any, say: Any) -> None:
+        """Each candidate timed as soon as it passed, one at a time with the GPU to itself (the gate), while
+        the others are still checked."""
+        passed: queue.Queue = queue.Queue()
+
+        def check(job: dict) -> None:
+            result, session = self.evaluate_one(job, True)
+            if session is None:
+                say({"id": rid, "key": job["key"], "result": result})
+            else:
+                passed.put((job, session, result))
+
+        def time_each() -> None:
+            while (item := passed.get()) is not None:
+                job, session, result = item
+                with self.gate.exclusive():
+                    timed = self.time_one(session, result)
+                say({"id": rid, "key": job["key"], "result": timed})
+
+        timer = threading.Thread(target=time_each, name="timing", daemon=True)
+        timer.start()
+        try:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                list(pool.map(check, jobs))
+        finally:
+            passed.put(None)
+            timer.join()
 
 
 def _end(judge: Judge) -> None:

@@ -31,6 +31,10 @@ class JudgeSettings:
     confirm_band: float = 0.15
     confirm_band_us: float = 3.0
     confirm_content_ratio: float = 1.25  # rotating inputs this much slower than repeated ones: a cache
+    # Time each candidate as soon as it passes, while others are still checked: their Triton compiling is
+    # moved into commands that launch nothing, and the GPU gate keeps every check off the GPU during a
+    # timed run (tools/gpu_gate.py). Off: every check of a batch ends before the first timing.
+    overlap_timing: bool = False
 
 
 class Verdict(Exception):

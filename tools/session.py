@@ -183,6 +183,12 @@ class Session:
         self.arena.fill_guards(layout.guards(specs))
         return specs
 
+    def compile_only(self, entry: Entry, shape: dict) -> dict:
+        """launch() on the layout of ``entry``'s inputs, its kernels compiled and none launched: nothing is
+        copied into the arena (the values are not read), so the command runs no GPU work on either side."""
+        specs = self.judge.layout().input_specs(entry.inputs)
+        return self.ask("compile", inputs=[s.to_json() for s in specs], shape=shape, stage="compile")
+
     def places(self, expected: tuple[torch.Tensor, ...]) -> list[dict] | None:
         places = self.judge.layout().output_specs([(tuple(e.shape), staging.dtype_name(e.dtype)) for e in expected])
         return None if places is None else [p.to_json() for p in places]

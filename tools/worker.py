@@ -249,9 +249,23 @@ class Session:
                 reply = {"failure": failure.to_json()}
             except Exception as exc:  # a sticky CUDA error and the like: the candidate's failure
                 reply = {"failure": classify_exception(exc, msg.get("stage") or "timing").to_json()}
+            with contextlib.suppress(Exception):  # the GPU idle before the judge hears back (tools/gpu_gate.py)
+                _sync()
             self.channel.reply(msg.get("id"), jit_s=JIT.take(), **reply)
 
     # -- checks ---------------------------------------------------------------------------------
+    def op_compile(self, msg: dict) -> dict:
+        """launch() on inputs of the shape's layout (their values unread), each Triton kernel it asks for
+        compiled and loaded and none launched: the seconds of compiling spent where no GPU work runs."""
+        mark = self.cand.recorder.count()
+        self.cand.recorder.compile_only = True
+        try:
+            out, _ = self.cand.call(self.inputs(msg["inputs"]), None, "compile", redzone=0)
+        finally:
+            self.cand.recorder.compile_only = False
+        del out
+        return {"kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape"), self.cand.config)}
+
     def op_call(self, msg: dict) -> dict:
         stage = msg.get("stage", "correctness")
         poison = msg.get("poison", "nan")

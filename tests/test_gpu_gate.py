@@ -1,0 +1,106 @@
+"""The judge's GPU gate: checks share the GPU, a timed run has it alone, and a waiting timing goes first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tools.gpu_gate import GpuGate
+
+
+def _later(fn) -> threading.Thread:
+    thread = threading.Thread(target=fn, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_checks_share_the_gpu():
+    gate, inside = GpuGate(), []
+    with gate.shared(), gate.shared():  # a second check does not wait for the first
+        inside.append(True)
+    assert inside == [True]
+
+
+def test_a_timing_waits_for_the_checks_running_and_a_check_asked_meanwhile_waits_for_the_timing():
+    gate, events = GpuGate(), []
+    check_running = threading.Event()
+    release_check = threading.Event()
+
+    def running_check() -> None:
+        with gate.shared():
+            check_running.set()
+            release_check.wait(5)
+            events.append("check ends")
+
+    def timing() -> None:
+        with gate.exclusive():
+            events.append("timing starts")
+            time.sleep(0.2)
+            events.append("timing ends")
+
+    def late_check() -> None:
+        with gate.shared():
+            events.append("late check starts")
+
+    first = _later(running_check)
+    check_running.wait(5)
+    timer = _later(timing)
+    time.sleep(0.1)  # the timing now waits for the running check
+    late = _later(late_check)
+    time.sleep(0.1)
+    assert events == []  # the late check does not slip in ahead of the waiting timing
+    release_check.set()
+    for thread in (first, timer, late):
+        thread.join(5)
+    assert events == ["check ends", "timing starts", "timing ends", "late check starts"]
+
+
+def test_two_timings_never_overlap():
+    gate, alone, overlap = GpuGate(), [0], []
+
+    def timing() -> None:
+        with gate.exclusive():
+            alone[0] += 1
+            overlap.append(alone[0])
+            time.sleep(0.05)
+            alone[0] -= 1
+
+    threads = [_later(timing) for _ in range(4)]
+    for thread in threads:
+        thread.join(5)
+    assert overlap == [1, 1, 1, 1]
+
+
+def test_with_overlap_each_candidate_is_timed_as_it_passes_and_never_beside_a_check_on_the_gpu():
+    """The judge's schedule with ``overlap_timing`` (its checks and timings stand-ins): every job answered
+    once, a candidate timed before the batch's last check ended, and no check on the GPU during a timing."""
+    from tools.judge import Judge
+
+    judge = Judge.__new__(Judge)
+    judge.gate = GpuGate()
+    timing_now, log, said = [False], [], []
+
+    def evaluate_one(job, time_it):
+        time.sleep(0.02 * job["key"])  # compiling: off the GPU
+        with judge.gate.shared():  # the checks that run kernels
+            assert not timing_now[0], "a check ran on the GPU during a timing"
+            time.sleep(0.03)
+        log.append(("checked", job["key"], time.monotonic()))
+        passed = job["key"] % 3 != 1
+        return ({"verdict": "pass" if passed else "fail"}, object() if passed else None)
+
+    def time_one(session, checked):
+        timing_now[0] = True
+        log.append(("timed", None, time.monotonic()))
+        time.sleep(0.05)
+        timing_now[0] = False
+        return {**checked, "stage": "timing"}
+
+    judge.evaluate_one, judge.time_one = evaluate_one, time_one
+    jobs = [{"key": k} for k in range(9)]
+    judge._check_while_timing(jobs, 3, 1, said.append)
+    assert sorted(m["key"] for m in said) == list(range(9))
+    assert sum(m["result"].get("stage") == "timing" for m in said) == 6
+    first_timing = min(t for kind, _, t in log if kind == "timed")
+    last_check = max(t for kind, _, t in log if kind == "checked")
+    assert first_timing < last_check
