@@ -104,3 +104,26 @@ def test_with_overlap_each_candidate_is_timed_as_it_passes_and_never_beside_a_ch
     first_timing = min(t for kind, _, t in log if kind == "timed")
     last_check = max(t for kind, _, t in log if kind == "checked")
     assert first_timing < last_check
+
+
+def test_with_overlap_a_timing_that_raises_fails_that_candidate_alone():
+    from types import SimpleNamespace
+
+    from tools.judge import Judge
+
+    judge = Judge.__new__(Judge)
+    judge.gate = GpuGate()
+    said = []
+    judge.evaluate_one = lambda job, time_it: ({"verdict": "pass"}, SimpleNamespace(key=job["key"], kill=lambda: None))
+
+    def time_one(session, checked):
+        if session.key == 1:
+            raise RuntimeError("the judge's own fault")
+        return {**checked, "stage": "timing"}
+
+    judge.time_one = time_one
+    judge._check_while_timing([{"key": k} for k in range(3)], 2, 1, said.append)
+    by_key = {m["key"]: m["result"] for m in said}
+    assert sorted(by_key) == [0, 1, 2]
+    assert by_key[1]["verdict"] == "fail" and "the judge's own fault" in by_key[1]["message"]
+    assert by_key[0]["stage"] == by_key[2]["stage"] == "timing"

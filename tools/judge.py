@@ -395,8 +395,12 @@ class Judge:
         def time_each() -> None:
             while (item := passed.get()) is not None:
                 job, session, result = item
-                with self.gate.exclusive():
-                    timed = self.time_one(session, result)
+                try:
+                    with self.gate.exclusive():
+                        timed = self.time_one(session, result)
+                except Exception as exc:  # the judge's own fault: said, and the next candidate still timed
+                    session.kill()
+                    timed = {**result, **_internal(exc)}
                 say({"id": rid, "key": job["key"], "result": timed})
 
         timer = threading.Thread(target=time_each, name="timing", daemon=True)
