@@ -44,6 +44,7 @@ def test_a_result_says_where_its_seconds_went_command_by_command_and_in_the_work
     assert result.passed, result.message
     assert seconds["startup_hello"] > 0 and seconds["compile_call"] > 0
     assert 0 < seconds["correctness_call"] <= seconds["correctness_worker"] + 1e-9
+    assert 0 < seconds["correctness_launch"] < seconds["correctness_call"]
     assert 0 < seconds["worker_cpu"] < 600
 
 def test_nothing_planted_in_the_evaluator_folder_is_imported_by_a_worker(tmp_path):

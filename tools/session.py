@@ -83,7 +83,10 @@ class Session:
             self._spent("sync", synced - lap)
             self._spent("worker", waited)
             self._spent(op, waited)
-        self._spent("jit", _seconds(reply.get("jit_s")))  # the worker's word: where its time went, no verdict
+        # the worker's word on where its time went (never a verdict): Triton compiling, and launch() itself
+        self._spent("jit", _seconds(reply.get("jit_s")))
+        wall_us = reply.get("wall_us")
+        self._spent("launch", _seconds(wall_us) / 1e6 if isinstance(wall_us, int | float) else 0.0)
         if "failure" in reply:
             f = reply["failure"]
             raise Verdict(f.get("stage", self.stage), f.get("error_type", "runtime_error"), f.get("message", ""),
