@@ -379,7 +379,6 @@ class Judge:
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
 
-
     def _check_while_timing(self, jobs: list[dict], parallel: int, rid: Any, say: Any) -> None:
         """Each candidate timed as soon as it passed, one at a time with the GPU to itself (the gate), while
         the others are still checked."""
