@@ -85,8 +85,7 @@ class Session:
             self._spent(op, waited)
         # the worker's word on where its time went (never a verdict): Triton compiling, and launch() itself
         self._spent("jit", _seconds(reply.get("jit_s")))
-        wall_us = reply.get("wall_us")
-        self._spent("launch", _seconds(wall_us) / 1e6 if isinstance(wall_us, int | float) else 0.0)
+        self._spent("launch", _seconds(reply.get("wall_us")) / 1e6)
         if "failure" in reply:
             f = reply["failure"]
             raise Verdict(f.get("stage", self.stage), f.get("error_type", "runtime_error"), f.get("message", ""),
