@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tools import lockdown, staging
+from tools import lockdown, replay_log, staging
 from tools.channel import WorkerEnd
 from tools.guard import (
     REDZONE_BYTES,
@@ -263,6 +263,7 @@ class Session:
             out, _ = self.cand.call(self.inputs(msg["inputs"]), None, "compile", redzone=0)
         finally:
             self.cand.recorder.compile_only = False
+        replay_log.warm(out)
         del out
         return {"kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape"), self.cand.config)}
 
@@ -280,6 +281,7 @@ class Session:
             "wall_us": wall_us,
             "kernels": compiled_kernels(self.cand.recorder, mark, msg.get("shape"), self.cand.config),
         }
+        replay_log.warm(out)  # the timing log's kernels, compiled while checks run in parallel
         del out
         kept = guard.kept_alive()
         if kept:  # a cache: whatever it serves later is a result of other inputs
