@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from tools.timing import poison_value
+
 BLOCK = 4096
 MAX_PROGRAMS = 1024  # partial counts per output; the second kernel sums them in one block
 SAMPLE_BLOCK = 256  # the judge samples at most 256 positions per output
@@ -79,8 +81,6 @@ _WARM: set[torch.dtype] = set()
 def warm(outputs: tuple) -> None:
     """Compile both kernels for these outputs' dtypes now (on a few scratch elements), so that the first
     timed shape does not pay Triton's compile on the GPU's serial path."""
-    from tools.timing import poison_value
-
     for out in outputs:
         if type(out) is not torch.Tensor or out.dtype in _WARM or not out.is_cuda:  # no subclass's code runs here
             continue
