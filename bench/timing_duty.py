@@ -76,7 +76,8 @@ def load_baseline(task) -> tuple[Callable[..., object], dict]:
     return module.launch, task.default_config()
 
 
-def one_shape(launch: Callable[..., object], config: dict, inputs: tuple, settings: TimingSettings) -> dict:
+def graph_of(launch: Callable[..., object], config: dict, inputs: tuple) -> tuple[torch.cuda.CUDAGraph, tuple]:
+    """One warm call, then one ``launch()`` captured: (the graph, the outputs its replays write)."""
     outs: list[tuple] = []
 
     def call() -> None:
@@ -88,7 +89,11 @@ def one_shape(launch: Callable[..., object], config: dict, inputs: tuple, settin
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
-    outputs = outs[-1]
+    return graph, outs[-1]
+
+
+def one_shape(launch: Callable[..., object], config: dict, inputs: tuple, settings: TimingSettings) -> dict:
+    graph, outputs = graph_of(launch, config, inputs)
     samples = [torch.randint(o.numel(), (256,), device="cuda") for o in outputs]
     timed: dict[str, list[float]] = {name: [] for name in DRIVERS}
     for _ in range(settings.repeats):

@@ -21,27 +21,12 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from bench.timing_duty import load_baseline  # noqa: E402
+from bench.timing_duty import graph_of, load_baseline  # noqa: E402
 from tools import replay_log  # noqa: E402
 from tools.task import load_task, torch_dtype  # noqa: E402
 from tools.timing import TimingSettings, checked_bench_ms  # noqa: E402
 
 LOGS = ("torch", "triton")
-
-
-def graph_of(launch, config: dict, inputs: tuple) -> tuple[torch.cuda.CUDAGraph, tuple]:
-    outs: list[tuple] = []
-
-    def call() -> None:
-        out = launch(*inputs, **config)
-        outs.append(tuple(out) if isinstance(out, tuple | list) else (out,))
-
-    call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return graph, outs[-1]
 
 
 def three_benches(graph, outputs: tuple, samples: list, settings: TimingSettings) -> dict:
