@@ -292,10 +292,20 @@ def main() -> None:
         default="",
         help="folder: each local judge runs under bench/judge_sampler.py and leaves its profile there",
     )
+    parser.add_argument(
+        "--worker-profile",
+        default="",
+        help="folder: every check worker runs under cProfile and leaves its profile there (bench/worker_site)",
+    )
     parser.add_argument("--check-timeout", type=float, default=240.0)
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.worker_profile:  # read by bench/worker_site/sitecustomize.py in the zygote the judge starts
+        Path(args.worker_profile).mkdir(parents=True, exist_ok=True)
+        os.environ["KA_WORKER_PROFILE"] = str(Path(args.worker_profile).resolve())
+        site = str(REPO / "bench" / "worker_site")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
     settings = TimingSettings()
     copy_gbps = copy_bandwidth_gbps(settings)
     report: dict = {
