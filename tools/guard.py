@@ -216,6 +216,13 @@ class TorchOpGuard(TorchDispatchMode):
         return kept
 
 
+def warm() -> None:
+    """The guard's first dispatch, on the CPU: it imports torch._dynamo (about 840 modules, seconds of a
+    worker's CPU). Run once in the zygote, so that every worker forked from it starts with them loaded."""
+    with TorchOpGuard(poison=math.nan, redzone=64):
+        torch.empty_like(torch.empty(4)).view(2, 2)
+
+
 def _use_count(tensor: torch.Tensor) -> int:
     return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 

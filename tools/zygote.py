@@ -17,6 +17,7 @@ When stdin closes, children still running are killed and the zygote exits.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import select
@@ -76,6 +77,8 @@ def serve() -> None:
 
     import tools.worker  # noqa: F401
 
+    _warm()
+
     _PROTOCOL_FD = os.dup(1)
     os.dup2(2, 1)  # prints from imported code land in the log, not in the protocol
     children: set[int] = set()
@@ -113,6 +116,25 @@ def serve() -> None:
     finally:
         for pid in children:  # whatever ended the zygote, no worker outlives it unsupervised
             sandbox.kill_group(pid)
+
+
+def _warm() -> None:
+    """What every worker would otherwise pay for on its own, paid once here before any fork, without
+    touching the GPU (the check before each fork says so): the op guard's first dispatch (it imports
+    torch._dynamo), Triton's compiler modules, the hash of Triton's own sources that keys every kernel in
+    its cache, and on a GPU Triton's C driver module (built and loaded; CUDA itself is not initialized)."""
+    import triton
+    from triton.runtime.cache import triton_key
+
+    from tools import guard
+
+    guard.warm()
+    for name in ("triton.compiler.code_generator", "triton.experimental.gluon.language"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    triton_key()
+    if not os.environ.get("TRITON_INTERPRET"):
+        triton.runtime.driver.active.utils  # noqa: B018  (the proxy builds the driver on first use)
 
 
 class Zygote:
