@@ -66,6 +66,9 @@ class Judge:
         self.settings = JudgeSettings(**raw)
         self.hidden = [dict(s) for s in start.get("hidden_shapes", [])]
         self.root = Path(start["workdir"])
+        self._zygote: Zygote | None = None
+        self._zygote_lock = threading.Lock()
+        self.zygote()  # first: its imports and warm-up (seconds) overlap this judge's own setup
         budget = 0
         if self.device == "cuda":
             torch.cuda.init()
@@ -75,8 +78,6 @@ class Judge:
         self.info = device_info(self.device)
         self.copy_gbps = copy_bandwidth_gbps(self.settings.timing) if self.device == "cuda" else None
         self.flush_us = _flush_us() if self.device == "cuda" else 0.0
-        self._zygote: Zygote | None = None
-        self._zygote_lock = threading.Lock()
         self._layout: staging.Layout | None = None
         self._layout_lock = threading.Lock()
         self._arenas: staging.ArenaPool | None = None
@@ -110,11 +111,11 @@ class Judge:
             raise Verdict(stage, "runtime_error", failure.message, failure.log, details=dict(TASK_ERROR)) from None
 
     def prepare(self) -> None:
-        """Every input set and reference of the run, made in parallel (slow make_inputs run once), and the
-        zygote started meanwhile: its imports would otherwise hold up the first batch's every worker."""
+        """Every input set and reference of the run, made in parallel (slow make_inputs run once) while the
+        zygote, started with the judge, imports and warms up: it would otherwise hold up every worker of
+        the first batch."""
         threads = max(2, (os.cpu_count() or 2) // 2)
         threading.Thread(target=self.refs.prefetch, args=(self.every_entry(), threads), daemon=True).start()
-        self.zygote()
 
     def layout(self) -> staging.Layout:
         """The arena layout: room for the largest input set and output set of the run (waits for them)."""

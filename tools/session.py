@@ -45,6 +45,7 @@ class Session:
         self.channel = JudgeEnd(self.scratch / "channel")
         argv = ["session", str(self.scratch / "channel")]
         failed: Zygote | None = None
+        lap = time.perf_counter()
         for attempt in range(2):  # a zygote that died is replaced once: the candidate is not lost with it
             zygote = judge.zygote(replacing=failed)
             try:
@@ -54,11 +55,14 @@ class Session:
                 failed = zygote
                 if attempt:
                     raise Verdict("compile", "crash", f"the worker could not be started: {exc}") from None
+        lap = self._lap("spawn", lap)  # the zygote's start (first workers only) and its fork
         try:
             self.channel.connect(self._left(), alive=lambda: judge.zygote().running(self.pid))
         except ChannelError as exc:
             raise self._channel_failure(exc) from None
+        lap = self._lap("connect", lap)
         self.arena = judge.arenas().acquire()
+        self._lap("arena", lap)  # waits for the run's first input sets (the arena's size needs them)
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"]}  # fmt: skip
         self.ask("hello", **hello)
@@ -102,6 +106,11 @@ class Session:
         finally:
             self.seconds[name] = time.perf_counter() - started
             self.phase_now = None
+
+    def _lap(self, where: str, since: float) -> float:
+        now = time.perf_counter()
+        self._spent(where, now - since)
+        return now
 
     def _spent(self, where: str, seconds: float) -> None:
         """Where a stage's seconds went: waiting for the judge's stream (``sync``), for the worker's reply
