@@ -43,9 +43,42 @@ def test_a_result_says_where_its_seconds_went_command_by_command_and_in_the_work
     seconds = result.stage_seconds
     assert result.passed, result.message
     assert seconds["startup_hello"] > 0 and seconds["compile_call"] > 0
+    assert {"startup_spawn", "startup_connect", "startup_arena"} <= seconds.keys()
+    assert seconds["startup_spawn"] + seconds["startup_connect"] + seconds["startup_arena"] <= seconds["startup"]
     assert 0 < seconds["correctness_call"] <= seconds["correctness_worker"] + 1e-9
     assert 0 < seconds["correctness_launch"] < seconds["correctness_call"]
     assert 0 < seconds["worker_cpu"] < 600
+
+IMPORT_LOGGER = """
+import sys
+if "tools.zygote" in sys.orig_argv:  # the zygote, and every worker forked from it
+    import importlib.abc
+
+    class Logger(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            sys.stderr.write(f"imported: {name}\\n")  # the zygote's log, or a worker's after its fork
+            return None
+
+    sys.meta_path.insert(0, Logger())
+"""
+
+
+def test_a_forked_worker_finds_the_guard_s_heavy_imports_already_made(tmp_path, monkeypatch):
+    """The op guard's first dispatch imports torch._dynamo (hundreds of modules, seconds of CPU): the
+    zygote makes it once before it forks, so no worker pays for it again."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(IMPORT_LOGGER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    work = tmp_path / "work"
+    with Evaluator(load_task(TASK), "cpu", EvalSettings(parallel=1, workdir=str(work))) as evaluator:
+        result = evaluator.evaluate(_cand(128))
+    assert result.passed, result.message
+    assert "imported: torch._dynamo" in (work / "zygote.log").read_text()
+    imported = [line for log in work.glob("*/worker.log") for line in log.read_text().splitlines()
+                if line.startswith("imported: torch.") or line.startswith("imported: sympy")]  # fmt: skip
+    assert imported == []
+
 
 def test_nothing_planted_in_the_evaluator_folder_is_imported_by_a_worker(tmp_path):
     # a module named like one the worker imports, in the folder the zygote runs in
