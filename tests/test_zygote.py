@@ -80,6 +80,30 @@ def test_a_forked_worker_finds_the_guard_s_heavy_imports_already_made(tmp_path, 
     assert imported == []
 
 
+BROKEN_WARM_UP = """
+import sys
+if "tools.zygote" in sys.orig_argv:
+    import tools.guard
+
+    def warm():
+        raise RuntimeError("no warm-up here")
+
+    tools.guard.warm = warm
+"""
+
+
+def test_a_warm_up_step_that_fails_costs_speed_not_candidates(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BROKEN_WARM_UP)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    work = tmp_path / "work"
+    with Evaluator(load_task(TASK), "cpu", EvalSettings(parallel=1, workdir=str(work))) as evaluator:
+        result = evaluator.evaluate(_cand(128))
+    assert result.passed, result.message
+    assert "a warm-up step failed" in (work / "zygote.log").read_text()
+
+
 def test_nothing_planted_in_the_evaluator_folder_is_imported_by_a_worker(tmp_path):
     # a module named like one the worker imports, in the folder the zygote runs in
     (tmp_path / "shlex.py").write_text("raise SystemExit('planted module imported')\n")

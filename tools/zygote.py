@@ -17,6 +17,7 @@ When stdin closes, children still running are killed and the zygote exits.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -77,10 +78,9 @@ def serve() -> None:
 
     import tools.worker  # noqa: F401
 
-    _warm()
-
     _PROTOCOL_FD = os.dup(1)
     os.dup2(2, 1)  # prints from imported code land in the log, not in the protocol
+    _warm()
     children: set[int] = set()
     pending = b""
     reading = True
@@ -122,19 +122,24 @@ def _warm() -> None:
     """What every worker would otherwise pay for on its own, paid once here before any fork, without
     touching the GPU (the check before each fork says so): the op guard's first dispatch (it imports
     torch._dynamo), Triton's compiler modules, the hash of Triton's own sources that keys every kernel in
-    its cache, and on a GPU Triton's C driver module (built and loaded; CUDA itself is not initialized)."""
+    its cache, and on a GPU Triton's C driver module (built and loaded; CUDA itself is not initialized).
+    Each step is only a head start: one that fails is logged, and the workers pay for it as before."""
     import triton
     from triton.runtime.cache import triton_key
 
     from tools import guard
 
-    guard.warm()
-    for name in ("triton.compiler.code_generator", "triton.experimental.gluon.language"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-    triton_key()
+    steps = [guard.warm, triton_key]
+    steps += [functools.partial(importlib.import_module, name)
+              for name in ("triton.compiler.code_generator", "triton.experimental.gluon.language")]  # fmt: skip
     if not os.environ.get("TRITON_INTERPRET"):
-        triton.runtime.driver.active.utils  # noqa: B018  (the proxy builds the driver on first use)
+        steps.append(lambda: triton.runtime.driver.active.utils)  # the proxy builds the driver on first use
+    for step in steps:
+        try:
+            step()
+        except Exception:
+            print("zygote: a warm-up step failed; the workers will do it themselves", file=sys.stderr)
+            traceback.print_exc()
 
 
 class Zygote:
