@@ -1,12 +1,13 @@
-"""diagnose: snapshot the best (ncu on a GPU when it works, else derived from its EvalResult), then ask
-the diagnoser what limits it. The snapshot is re-taken only when the best changed."""
+"""diagnose: snapshot the best (ncu on a GPU when it works and a judged shape has room left below its
+ceiling, else derived from its EvalResult), then ask the diagnoser what limits it. The snapshot is
+re-taken only when the best changed."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from loop.headroom import ShapeStanding, profile_choice, standing_of
+from loop.headroom import ShapeStanding, at_ceiling_everywhere, profile_choice, standing_of
 from loop.records import Attempt, Decision
 from loop.roles import Diagnosis
 from loop.state import RunState
@@ -114,6 +115,10 @@ def take_snapshot(step: Step, best: Attempt) -> tuple[dict[str, Any] | None, str
     result = step.folder.load_result(best.identity)
     standings = shape_standings_of(state, step.task)
     ncu = state.device == "cuda" and settings.profiler.ncu and not state.profiler.get("ncu_unavailable")
+    if ncu and at_ceiling_everywhere(standings):  # a profile costs half a minute and would change nothing
+        ncu = False
+        step.audit(f"ncu skipped: every judged shape at >= {settings.search.near_roofline_pct:g}% of its "
+                   "same-size ceiling; the snapshot is derived from the timings", key="ncu-skipped")  # fmt: skip
     snaps, note = [], ""
     for shape, dtype in profiled_shapes(step.task, state.device, standings):
         snap = None
