@@ -4,6 +4,7 @@ expert policy)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -178,3 +179,34 @@ def test_no_profile_is_worth_taking_when_every_judged_shape_is_at_its_ceiling():
     # interpreter times carry no ceiling: nothing is known to be at it
     interpreted = shape_standings([ShapeRow(shape={"M": 8}, dtype="float32", median_us=5.0)], NEAR, LAUNCH_BOUND_BELOW)
     assert not at_ceiling_everywhere(interpreted)
+
+
+def _gpu_run(tmp_path, ceilings: dict[int, float]) -> list[dict]:
+    """A one-round graph run on a GPU-timed task (scripted results, no GPU needed): the audit trail."""
+    from test_graph import axpy_with
+
+    shapes = [{"M": m, "N": 300} for m in ceilings]
+    tmp_path.mkdir()
+    task = axpy_with(tmp_path, shapes=shapes)
+    result = passed(50.0, interpreted=False, roofline_pct=80.0)
+    template = result.metrics.per_shape[0]
+    result.metrics.per_shape = [template.model_copy(update={"shape": s, "ceiling_pct": ceilings[s["M"]]})
+                                for s in shapes]  # fmt: skip
+    evaluator = ScriptedEvaluator({}, default=result)
+    evaluator.table.clear()
+    run = Run(tmp_path, ScriptedProposer([[prop(256, 4)]]), evaluator=evaluator, budget={"rounds": 1})
+    run.inputs |= {"task": str(task), "device": "cuda"}
+    run.start()
+    log = Path(run.state["run_dir"]) / "log.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_a_gpu_run_at_its_ceiling_everywhere_takes_no_ncu_profile(tmp_path, monkeypatch):
+    import nodes.diagnose
+
+    asked = []
+    monkeypatch.setattr(nodes.diagnose, "ncu_available", lambda: asked.append(1) or "ncu is not installed")
+    trail = _gpu_run(tmp_path / "a", {1: 97.0, 64: 99.0})
+    assert not asked and any(e["message"].startswith("ncu skipped: every judged shape") for e in trail)
+    _gpu_run(tmp_path / "b", {1: 97.0, 64: 70.0})  # one shape with room left: ncu is asked for
+    assert asked
