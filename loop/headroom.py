@@ -97,13 +97,6 @@ def profile_choice(standings: list[ShapeStanding]) -> list[ShapeStanding]:
     return [most] if largest is most else [most, largest]
 
 
-def at_ceiling_everywhere(standings: list[ShapeStanding]) -> bool:
-    """Every shape the target judges (every shape when it judges none) measured and at its ceiling:
-    a profile then has nothing to point at, and the expert search stops on the same figures."""
-    judged = [s for s in standings if s.judged] or standings
-    return bool(judged) and all(s.at_ceiling for s in judged)
-
-
 def standing_of(
     standings: list[ShapeStanding], shape: dict | None, dtype: str | None
 ) -> ShapeStanding | None:

@@ -38,6 +38,13 @@ def judged_roofline(per_shape: Iterable[ShapeRow], min_dims: dict[str, int] | No
     return judged_pct(row) if row is not None else None
 
 
+def near_ceiling(per_shape: Iterable[ShapeRow], min_dims: dict[str, int] | None, near_pct: float) -> bool:
+    """Every shape a roofline target judges at >= ``near_pct`` (search.near_roofline_pct) of its ceiling
+    (``judged_roofline``): nothing left for tuning, nor for a profile to point at."""
+    pct = judged_roofline(per_shape, min_dims)
+    return pct is not None and pct >= near_pct
+
+
 def judged_at(min_dims: dict[str, int] | None) -> str:
     """Which shapes a roofline target is judged at, in words: "B >= 8" or "all shapes"."""
     return ", ".join(f"{dim} >= {size}" for dim, size in min_dims.items()) if min_dims else "all shapes"

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loop.headroom import ShapeStanding, at_ceiling_everywhere, profile_choice, standing_of
+from loop.headroom import ShapeStanding, profile_choice, standing_of
 from loop.records import Attempt, Decision
 from loop.roles import Diagnosis
+from loop.scoring import near_ceiling
 from loop.state import RunState
 from memory.cases import SnapshotSummary
 from nodes.case_memory import combined_confidence, library_for_run, recall
@@ -115,10 +116,11 @@ def take_snapshot(step: Step, best: Attempt) -> tuple[dict[str, Any] | None, str
     result = step.folder.load_result(best.identity)
     standings = shape_standings_of(state, step.task)
     ncu = state.device == "cuda" and settings.profiler.ncu and not state.profiler.get("ncu_unavailable")
-    if ncu and at_ceiling_everywhere(standings):  # a profile costs half a minute and would change nothing
+    near = settings.search.near_roofline_pct
+    if ncu and near_ceiling(best.per_shape, step.task.spec.target.min_dims, near):  # half a minute for nothing
         ncu = False
-        step.audit(f"ncu skipped: every judged shape at >= {settings.search.near_roofline_pct:g}% of its "
-                   "same-size ceiling; the snapshot is derived from the timings", key="ncu-skipped")  # fmt: skip
+        step.audit(f"ncu skipped: every judged shape at >= {near:g}% of its "
+                   "ceiling; the snapshot is derived from the timings", key="ncu-skipped")  # fmt: skip
     snaps, note = [], ""
     for shape, dtype in profiled_shapes(step.task, state.device, standings):
         snap = None

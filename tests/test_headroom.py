@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from graph_support import Run, ScriptedEvaluator, ScriptedProposer, passed, prop
 
-from loop.headroom import at_ceiling_everywhere, profile_choice, shape_standings
+from loop.headroom import profile_choice, shape_standings
 from loop.records import ShapeRow
 from loop.roles import AgentContext, Diagnosis
+from loop.scoring import near_ceiling
 from loop.settings import default_settings
 from nodes.diagnose import largest_workload, profiled_shapes
 from nodes.expert import ExpertDiagnoser, ExpertProposer
@@ -168,17 +169,12 @@ def test_the_diagnose_node_profiles_two_shapes_and_the_snapshot_says_which(tmp_p
 
 
 def test_no_profile_is_worth_taking_when_every_judged_shape_is_at_its_ceiling():
-    at_ceiling = shape_standings(rows({1: (0.4, 97.0), 4096: (98.0, 99.0)}), NEAR, LAUNCH_BOUND_BELOW)
-    assert at_ceiling_everywhere(at_ceiling)
-    one_lags = shape_standings(rows({1: (0.4, 97.0), 4096: (70.0, 71.0)}), NEAR, LAUNCH_BOUND_BELOW)
-    assert not at_ceiling_everywhere(one_lags)
+    assert near_ceiling(rows({1: (0.4, 97.0), 4096: (98.0, 99.0)}), None, NEAR)
+    assert not near_ceiling(rows({1: (0.4, 97.0), 4096: (70.0, 71.0)}), None, NEAR)
     # a shape the target does not judge (min_dims) may lag: the judged ones decide
-    unjudged_lags = shape_standings(rows({1: (0.4, 40.0), 4096: (98.0, 99.0)}), NEAR, LAUNCH_BOUND_BELOW,
-                                    {"M": 1024})  # fmt: skip
-    assert at_ceiling_everywhere(unjudged_lags)
+    assert near_ceiling(rows({1: (0.4, 40.0), 4096: (98.0, 99.0)}), {"M": 1024}, NEAR)
     # interpreter times carry no ceiling: nothing is known to be at it
-    interpreted = shape_standings([ShapeRow(shape={"M": 8}, dtype="float32", median_us=5.0)], NEAR, LAUNCH_BOUND_BELOW)
-    assert not at_ceiling_everywhere(interpreted)
+    assert not near_ceiling([ShapeRow(shape={"M": 8}, dtype="float32", median_us=5.0)], None, NEAR)
 
 
 def _gpu_run(tmp_path, ceilings: dict[int, float]) -> list[dict]:

@@ -33,7 +33,14 @@ from typing import Any
 from loop.headroom import ShapeStanding, standing_of
 from loop.records import Attempt, ShapeRow
 from loop.roles import AgentContext, Proposal, Proposed
-from loop.scoring import ceiling_name, fastest_at_each_shape, judged_at, judged_pct, lowest_judged
+from loop.scoring import (
+    ceiling_name,
+    fastest_at_each_shape,
+    judged_at,
+    judged_pct,
+    lowest_judged,
+    near_ceiling,
+)
 from memory.cases.model import source_digest
 from nodes.expert.convergence import anchors, converged, rounds_without_gain, unexplored
 from nodes.expert.resources import resource_problems
@@ -296,9 +303,9 @@ class ExpertProposer:
         each size, so a kernel that close to it has nothing left for tuning, whatever the label."""
         min_dims = ctx.target.get("min_dims")
         rows = [ShapeRow.model_validate(r) for r in (ctx.best or {}).get("per_shape") or []]
-        row = lowest_judged(rows, min_dims)
-        if row is None or judged_pct(row) < self.search["near_roofline_pct"]:
+        if not near_ceiling(rows, min_dims, self.search["near_roofline_pct"]):
             return ""
+        row = lowest_judged(rows, min_dims)
         return (
             f"every judged shape ({judged_at(min_dims)}) at >= {judged_pct(row):.0f}% of {ceiling_name(row)} "
             f"(threshold {self.search['near_roofline_pct']}%): nothing left to gain from tuning"
