@@ -33,6 +33,7 @@ AT_RUN_TIME = {
     "super_batch": ("stale_output", "kept 1 tensor(s)"),
     "write_past_output": ("out_of_bounds_write", "past the end of the tensor it allocated"),
     "write_past_input": ("out_of_bounds_write", "past the end of input 0"),
+    "write_before_output": ("out_of_bounds_write", "bytes before the start of the tensor it allocated"),
     "forge_reply": ("forbidden_construct", "channel"),
     "flood_channel": ("crash", "flooded the judge's channel"),
 }
@@ -87,6 +88,13 @@ def test_the_timed_calls_are_the_checked_calls(run_time):
     calls' own outputs are checked, so its verdict names a timed call's shape."""
     r = run_time["count_cheat"]
     assert r.details["shape"] == {"M": 4, "N": 300}
+
+
+def test_a_view_from_its_buffers_start_is_not_an_out_of_bounds_write():
+    """Inductor's wrappers view a buffer from storage offset 0; the bands around it must not move that view."""
+    source = (HERE / "fixtures" / "candidates" / "reinterpret_view.py").read_text()
+    r = evaluate(TASKS / "axpy", source, CONFIG, device="cpu")
+    assert r.passed, r.message
 
 
 def test_a_flood_of_output_stops_the_worker_alone(tmp_path):

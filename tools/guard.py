@@ -167,6 +167,8 @@ class TorchOpGuard(TorchDispatchMode):
             )
         if name in _ALLOC_OPS and self.redzone:
             out = self._guarded_allocation(func, args, kwargs)
+        elif name == "as_strided.default" and self.redzone:
+            out = func(*self._from_allocation_start(args), **kwargs)
         else:
             out = func(*args, **kwargs)
         if name in _ALLOC_OPS and isinstance(out, torch.Tensor):
@@ -188,6 +190,17 @@ class TorchOpGuard(TorchDispatchMode):
             out = typed.as_strided(meta.shape, meta.stride(), band // meta.element_size())
         self._raw.append((raw, nbytes, alone))
         return out
+
+    def _from_allocation_start(self, args: tuple) -> tuple:
+        """``as_strided(t, size, stride, offset)`` counts ``offset`` from the start of t's storage, which for
+        a guarded allocation is the band before it: counted from the allocation's start instead, as it
+        would be without the bands (Inductor's reinterpret_tensor(buf, (), (), 0) views a buffer's start)."""
+        if len(args) < 4 or args[3] is None:
+            return args
+        base = args[0].untyped_storage().data_ptr()
+        if not any(raw.data_ptr() == base for raw, _, _ in self._raw):
+            return args
+        return (*args[:3], args[3] + self.redzone // args[0].element_size(), *args[4:])
 
     def broken_redzone(self) -> str:
         """Which allocation's band was written (and where), or ""."""
