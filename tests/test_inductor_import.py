@@ -306,6 +306,29 @@ def test_the_evaluator_accepts_a_converted_candidate_for_a_task_without_a_baseli
     assert result.verdict == "pass", result.message  # its checks include a shape drawn near the workload
 
 
+def test_a_hidden_shape_keeps_the_width_inductor_fixed_so_its_layernorm_passes(tasks):
+    from tools.evaluate import EvalSettings, evaluate
+
+    source = convert_file(FIXTURES / "provisional" / "07_LayerNormAffine.json", portable_math=True).source
+    task = load_task(tasks / "07_LayerNormAffine")
+    assert task.spec.settings["evaluator"]["hidden_fixed_dims"] == ["features"]
+    settings = EvalSettings.for_task(task, hidden_seed=2)  # drawn near the 32-wide shape its general kernels hold at
+    result = evaluate(task, source, {}, module="inductor.py", device="cpu", settings=settings)
+    assert result.verdict == "pass", result.message
+    (hidden,) = result.details["hidden_shapes"]
+    assert hidden["features"] == 32 and hidden not in task.spec.cpu_shapes
+
+
+def test_a_guard_may_clamp_a_size_but_call_nothing_else():
+    from tools.inductor_import import _guard
+
+    text = "(L['inputs'][0].size()[1]*max(1, L['inputs'][1].size()[0] // 8)) == (L['inputs'][0].size()[1]*(L['inputs'][1].size()[0] // 8))"
+    check = eval(compile("lambda inputs: " + _guard(text), "guard", "eval"))  # noqa: S307 - our own output
+    assert check([torch.empty(2, 3), torch.empty(16)]) and not check([torch.empty(2, 3), torch.empty(4)])
+    with pytest.raises(ConversionError, match="not a condition on the inputs' sizes"):
+        _guard("open(L['inputs'][0].size()[0]) == 1")
+
+
 def test_the_capture_script_records_kernels_configs_arguments_and_guards(tasks, tmp_path):
     out = tmp_path / "captures"
     # its own process: it patches Inductor's autotuner and settings for the capture

@@ -46,6 +46,8 @@ def test_folder_and_json_file_both_load():
         ({"budget": {"rounds": 0}}, "budget.rounds", "greater than or equal to 1"),
         ({"bogus": 1}, "bogus", "Extra inputs"),
         ({"search_space": {"BLOCK": []}}, "search_space", "non-empty list"),
+        ({"settings": {"evaluator": {"hidden_fixed_dims": ["K"]}}}, "hidden_fixed_dims", "not dims of the shapes"),
+        ({"settings": {"evaluator": {"hidden_fixed_dims": "M"}}}, "hidden_fixed_dims", "valid list"),
     ],
 )
 def test_bad_fields_are_named(tmp_path, changes, field, problem):
@@ -138,3 +140,17 @@ def test_a_null_baseline_is_no_baseline_and_a_missing_file_is_still_named(tmp_pa
     assert load_task(folder).baseline_name is None
     with pytest.raises(TaskError, match="baseline: file 'gone.py' not found"):
         load_task(_write(tmp_path, baseline="gone.py"))
+
+
+def test_hidden_shapes_move_every_dim_but_the_ones_a_task_fixes(tmp_path):
+    from tools.evaluate import EvalSettings, draw_hidden_shapes
+
+    fixed = load_task(_write(tmp_path, settings={"evaluator": {"hidden_fixed_dims": ["N"]}}))
+    free = load_task(TASK)
+    timed_n = {s["N"] for s in fixed.spec.shapes}
+    for seed in range(20):
+        drawn = draw_hidden_shapes(fixed, "cuda", EvalSettings.for_task(fixed, hidden_seed=seed))
+        assert drawn and all(s["N"] in timed_n for s in drawn)
+        assert all(s not in fixed.spec.shapes for s in drawn)  # still a shape nobody listed
+    moved = [draw_hidden_shapes(free, "cuda", EvalSettings.for_task(free, hidden_seed=s))[0] for s in range(20)]
+    assert any(s["N"] not in timed_n for s in moved)

@@ -541,6 +541,7 @@ def _convert_one(capture: Capture, suffix: str, portable_math: bool) -> _Part:
     return _Part(texts, f"_launch{suffix}", body, keys, helpers, capture)
 
 
+GUARD_NAMES = {"inputs", "max", "min"}  # a guard may clamp a size: max(1, C // 8)
 SOURCE = re.compile(r"L\['inputs'\]\[(\d+)\](?:\.(size|stride)\(\)\[(\d+)\])?")
 
 
@@ -564,8 +565,10 @@ def _guard(text: str) -> str:
     allowed = (*ARITHMETIC, ast.Expression, ast.Compare, ast.cmpop, ast.BoolOp, ast.boolop, ast.Subscript,
                ast.Attribute, ast.Call)  # fmt: skip
     for node in ast.walk(tree):
-        if not isinstance(node, allowed) or (isinstance(node, ast.Name) and node.id != "inputs"):
+        if not isinstance(node, allowed) or (isinstance(node, ast.Name) and node.id not in GUARD_NAMES):
             raise ConversionError(f"guard `{text}` is not a condition on the inputs' sizes")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "inputs":
+            raise ConversionError(f"guard `{text}` calls inputs")
         if isinstance(node, ast.Attribute) and node.attr not in ("shape", "stride"):
             raise ConversionError(f"guard `{text}` reads .{node.attr}")
     return python

@@ -11,6 +11,9 @@ What the importer derives, all by running the problem on the meta device (nothin
   the others (a reduction dim, a group count) stay as written. shapes[0] is the problem's own size,
   then x0.5 and x2 on the batch-like dim (the leading dim of the first input, in no weight);
 - cpu_shapes small enough for the Triton interpreter, check_shapes with odd sizes and ones;
+- the dims that size the Model (its init inputs, a weight's shape), which the judge's hidden shapes
+  keep at a timed size (``settings.evaluator.hidden_fixed_dims``): a hidden shape draws new input sizes
+  for the same model, as torch.compile's own code holds for (it specializes a LayerNorm's width);
 - flops from torch's FlopCounterMode (matmul, attention), a tolerance per dtype (looser when the
   forward multiplies matrices), a description from the docstring and the forward's source.
 A problem whose sizes cannot be set is imported at its own size only, and says so. A file that is not
@@ -212,6 +215,18 @@ def find_dims(problem: Problem) -> list[str]:
     return dims
 
 
+def model_dims(problem: Problem, dims: list[str]) -> list[str]:
+    """The dims that size the Model (its init inputs or a weight's shape) rather than only its inputs."""
+    def built(sizes: dict[str, Any]) -> tuple:
+        runtime.set_sizes(problem.module, sizes)
+        return repr(problem.module.get_init_inputs()), [t.shape for t in probe(problem, sizes, False).state.values()]
+
+    base = built(problem.constants)
+    found = [d for d in dims if built({**problem.constants, d: 2 * problem.constants[d] or 1}) != base]
+    runtime.set_sizes(problem.module, problem.constants)
+    return found
+
+
 def batch_dim(problem: Problem, dims: list[str]) -> str | None:
     """The dim to scale: the first that moves the leading size of the first input and no weight."""
     base = probe(problem, problem.constants, run_forward=False)
@@ -327,6 +342,8 @@ def import_problem(path: Path, out: Path, dtype: str) -> Imported:
     ]  # fmt: skip
     work = workload(problem, own, dims, getattr(torch, dtype))
     spec = task_spec(path, dtype, work, describe(problem, own, dims, notes, dtype), dims)
+    if fixed := model_dims(problem, dims):  # Inductor, too, specializes a Model's sizes
+        spec["settings"]["evaluator"] = {"hidden_fixed_dims": fixed}
     folder = out / path.stem
     write_task(folder, problem, own, dims, spec)
     return Imported(path.stem, folder, spec, notes)

@@ -71,9 +71,12 @@ class EvaluatorOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     suspicious_speedup: float = Field(default=10.0, ge=1, strict=True)
+    # Dims the judge's hidden shapes keep at a timed shape's size: sizes that define a model (a
+    # LayerNorm's width sizes its weights) rather than its inputs; the listed shapes still vary them.
+    hidden_fixed_dims: list[str] = []
 
 
-def evaluator_overrides(settings: dict[str, Any]) -> dict[str, float]:
+def evaluator_overrides(settings: dict[str, Any]) -> dict[str, Any]:
     """The evaluator keys a task's ``settings`` sets, validated; ValueError names the key."""
     try:
         chosen = EvaluatorOverrides.model_validate(settings.get("evaluator", {}))
@@ -82,7 +85,7 @@ def evaluator_overrides(settings: dict[str, Any]) -> dict[str, float]:
         where = ".".join(str(p) for p in err["loc"])
         raise ValueError(
             f"settings.evaluator{'.' + where if where else ''}: {err['msg']} "
-            '(the evaluator reads "suspicious_speedup", a number >= 1)'
+            '(the evaluator reads "suspicious_speedup", a number >= 1, and "hidden_fixed_dims", a list of dims)'
         ) from None
     return chosen.model_dump(exclude_unset=True)
 
@@ -160,6 +163,11 @@ class TaskSpec(BaseModel):
                     raise ValueError(
                         f"{field}[{i}] has dimensions {sorted(shape)} but shapes[0] has {sorted(dims)}"
                     )
+        unknown = set(self.settings.get("evaluator", {}).get("hidden_fixed_dims", [])) - dims
+        if unknown:
+            raise ValueError(
+                f"settings.evaluator.hidden_fixed_dims names {sorted(unknown)}, not dims of the shapes ({sorted(dims)})"
+            )
         return self
 
 
