@@ -185,6 +185,15 @@ def test_the_reference_recognizes_inputs_made_in_another_process(imported):
         fresh.reference(torch.zeros(3, 5), torch.zeros(6), torch.zeros(5))
 
 
+def test_inputs_made_elsewhere_are_recognized_when_a_dim_moves_only_in_multiples(imported):
+    task = load_task(imported / "09_GroupNormImages")  # channels: a multiple of the 8 groups
+    base = task.spec.cpu_shapes[0]
+    unlisted = {**base, "batch_size": base["batch_size"] + 2, "width": base["width"] - 1}
+    made = task.make_inputs(unlisted, torch.float32, "cpu", 1)
+    elsewhere = import_file(imported / "09_GroupNormImages" / "reference.py", "_fresh_reference_09")
+    assert torch.equal(elsewhere.reference(*made), task.reference(*made))
+
+
 def test_an_edited_problem_file_is_refused(imported, tmp_path):
     folder = tmp_path / "task"
     folder.mkdir()

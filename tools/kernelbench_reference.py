@@ -72,9 +72,14 @@ def set_sizes(problem: ModuleType, sizes: dict[str, Any]) -> None:
         setattr(problem, name, value)
 
 
+def _every_cuda_device() -> list[int]:
+    """torch.manual_seed seeds every CUDA device too: fork them all, so no draw leaks into their state."""
+    return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+
+
 def build_model(problem: ModuleType, seed: int, device: str | torch.device = "cpu") -> torch.nn.Module:
     """Model(*get_init_inputs()) with its weights drawn under ``seed``, in eval mode, on ``device``."""
-    with torch.random.fork_rng(devices=[]), torch.device(device):
+    with torch.random.fork_rng(devices=_every_cuda_device()), torch.device(device):
         torch.manual_seed(seed)
         model = problem.Model(*problem.get_init_inputs())
     return model.eval()
@@ -83,7 +88,7 @@ def build_model(problem: ModuleType, seed: int, device: str | torch.device = "cp
 def forward_items(problem: ModuleType, device: str | torch.device, seed: int) -> list[Any]:
     """get_inputs() under ``seed``, its tensors created on ``device``."""
     device = torch.device(device)
-    cuda = [device.index or 0] if device.type == "cuda" else []
+    cuda = _every_cuda_device() or ([device.index or 0] if device.type == "cuda" else [])
     with torch.random.fork_rng(devices=cuda), device:
         torch.manual_seed(seed)
         items = problem.get_inputs()
@@ -260,8 +265,9 @@ def _read_shape(signature: tuple) -> dict[str, int] | None:
 
 
 def _axis_of(dim: str, base: dict[str, int], base_signature: list[int]) -> int | None:
-    """A tensor size that moves one for one with ``dim`` (a problem may refuse a move up, or down)."""
-    for step in (1, -1):
+    """A tensor size that moves one for one with ``dim`` (a problem may refuse a move up, or down, or
+    accept only multiples: channels in groups of 8)."""
+    for step in (s * sign for s in range(1, 9) for sign in (1, -1)):
         try:
             moved = _flat(_meta_signature({**base, dim: base[dim] + step}))
         except Exception:

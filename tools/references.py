@@ -5,6 +5,11 @@ A task's ``make_inputs`` may be slow (a CPU generator at hundreds of millions of
 seconds per set); every candidate of a run is checked against the same sets, so they are made once,
 in parallel, and candidates only ever see copies. Entries stay on the device up to a byte budget and
 on the host beyond it.
+
+``make_inputs`` usually draws from torch's global generators, which the judge's own work on the
+reference disturbs (torch.compile saves and restores them around a trace: in the middle of another
+thread's draws, two inputs come out equal). ``alone`` keeps them apart: entries are made under its
+shared hold, and the judge runs that work under its exclusive one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tools.gpu_gate import GpuGate
 from tools.task import Task, torch_dtype
 
 Key = tuple[str, str, int]  # (shape as sorted JSON, dtype, seed)
@@ -62,6 +68,7 @@ class ReferenceCache:
         self._locks: dict[Key, threading.Lock] = {}
         self._guard = threading.Lock()
         self.seconds = 0.0  # spent making inputs and references
+        self.alone = GpuGate()  # shared: making entries; exclusive: what touches the task's global state
 
     def get(self, shape: dict[str, int], dtype: str, seed: int) -> Entry:
         key = (shape_key(shape), dtype, seed)
@@ -91,8 +98,9 @@ class ReferenceCache:
 
         started = time.perf_counter()
         try:
-            inputs = _inputs(self.task, shape, dtype, self.device, seed)
-            expected = _reference(self.task, inputs, shape)
+            with self.alone.shared():
+                inputs = _inputs(self.task, shape, dtype, self.device, seed)
+                expected = _reference(self.task, inputs, shape)
         except TaskFailure as failure:
             return failure
         finally:

@@ -135,12 +135,17 @@ def _captured(fn: Callable[[], object]) -> tuple[Callable[[], object], str]:
 _COPY_GBPS: dict[int, float] = {}
 
 
+def _own_generator() -> torch.Generator:
+    """Copy sources drawn apart from torch's global generator, which a task's make_inputs may be using."""
+    return torch.Generator(device="cuda").manual_seed(0)
+
+
 def copy_bandwidth_gbps(settings: TimingSettings) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), measured once per process."""
     device = torch.cuda.current_device()
     if device not in _COPY_GBPS:
         n = settings.copy_bytes // 2
-        src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+        src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda", generator=_own_generator())
         dst = torch.empty_like(src)
         ms = bench_ms(lambda: dst.copy_(src), warmup_ms=25, rep_ms=100)
         _COPY_GBPS[device] = 2 * n / (ms * 1e-3) / 1e9
@@ -155,7 +160,7 @@ def copy_time_us(moved_bytes: int, settings: TimingSettings) -> float:
     The ceiling of a memory-bound op of the same size: a short op pays the ramp-up and tail that a 1 GiB
     copy hides. Timed as a kernel launch, not in a CUDA graph: captured, a copy becomes a memcpy node
     that runs on the copy engines, measured here at about 2.7 TB/s against 4.2 TB/s."""
-    src = torch.randint(0, 255, (max(1, moved_bytes // 2),), dtype=torch.uint8, device="cuda")
+    src = torch.randint(0, 255, (max(1, moved_bytes // 2),), dtype=torch.uint8, device="cuda", generator=_own_generator())
     dst = torch.empty_like(src)
     copy = dst.copy_
     samples = [
