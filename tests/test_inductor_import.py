@@ -312,7 +312,7 @@ def test_a_hidden_shape_keeps_the_width_inductor_fixed_so_its_layernorm_passes(t
     source = convert_file(FIXTURES / "provisional" / "07_LayerNormAffine.json", portable_math=True).source
     task = load_task(tasks / "07_LayerNormAffine")
     assert task.spec.settings["evaluator"]["hidden_fixed_dims"] == ["features"]
-    settings = EvalSettings.for_task(task, hidden_seed=2)  # drawn near the 32-wide shape its general kernels hold at
+    settings = EvalSettings.for_task(task, hidden_seed=0)  # drawn near the 33-wide shape: kept 32 wide
     result = evaluate(task, source, {}, module="inductor.py", device="cpu", settings=settings)
     assert result.verdict == "pass", result.message
     (hidden,) = result.details["hidden_shapes"]

@@ -145,12 +145,15 @@ def test_a_null_baseline_is_no_baseline_and_a_missing_file_is_still_named(tmp_pa
 def test_hidden_shapes_move_every_dim_but_the_ones_a_task_fixes(tmp_path):
     from tools.evaluate import EvalSettings, draw_hidden_shapes
 
-    fixed = load_task(_write(tmp_path, settings={"evaluator": {"hidden_fixed_dims": ["N"]}}))
-    free = load_task(TASK)
+    two_models = {"shapes": [{"M": 4, "N": 300}, {"M": 8, "N": 500}], "cpu_shapes": [{"M": 4, "N": 30}, {"M": 5, "N": 31}]}
+    fixed = load_task(_write(tmp_path, settings={"evaluator": {"hidden_fixed_dims": ["N"]}}, **two_models))
+    (tmp_path / "free").mkdir()
+    free = load_task(_write(tmp_path / "free", **two_models))
     timed_n = {s["N"] for s in fixed.spec.shapes}
     for seed in range(20):
-        drawn = draw_hidden_shapes(fixed, "cuda", EvalSettings.for_task(fixed, hidden_seed=seed))
-        assert drawn and all(s["N"] in timed_n for s in drawn)
-        assert all(s not in fixed.spec.shapes for s in drawn)  # still a shape nobody listed
+        for device, first in (("cuda", fixed.spec.shapes[0]), ("cpu", fixed.spec.cpu_shapes[0])):
+            drawn = draw_hidden_shapes(fixed, device, EvalSettings.for_task(fixed, hidden_seed=seed))
+            assert drawn and all(s["N"] == first["N"] for s in drawn)  # one model: the first shape's
+            assert all(s not in fixed.spec.shapes + fixed.spec.cpu_shapes for s in drawn)  # nobody listed it
     moved = [draw_hidden_shapes(free, "cuda", EvalSettings.for_task(free, hidden_seed=s))[0] for s in range(20)]
     assert any(s["N"] not in timed_n for s in moved)

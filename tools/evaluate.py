@@ -60,7 +60,7 @@ class EvalSettings:
     # shapes only fails them); None draws a fresh seed each run.
     hidden_shapes: int = 1
     hidden_seed: int | None = None
-    hidden_fixed_dims: list[str] = field(default_factory=list)  # kept at a timed shape's size
+    hidden_fixed_dims: list[str] = field(default_factory=list)  # kept at the first workload shape's size
     # Off only to test the run-time defenses behind the static checks.
     static_checks: bool = True
     # None: this machine's judge; "local:N" or "tcp://HOST:PORT": a Dask cluster (tools/cluster.py)
@@ -113,21 +113,21 @@ def _default_parallel(device: str) -> int:
 
 
 def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[dict[str, int]]:
-    """Shapes near the workload that the candidate's author cannot know in advance."""
+    """Shapes near the workload that the candidate's author cannot know in advance. The dims a task
+    fixes (``hidden_fixed_dims``: a model's sizes) keep the first workload shape's sizes: one model."""
     rng = random.Random(settings.hidden_seed)
     unknown = set(settings.hidden_fixed_dims) - set(task.spec.shapes[0])
     if unknown:
         raise ValueError(f"evaluator.hidden_fixed_dims names {sorted(unknown)}, not dims of {task.name}'s shapes")
     known = [shape for shape, _ in task.workload(device) + task.check_workload(device)]
+    workload = [shape for shape, _ in task.workload(device)]
+    model = {dim: workload[0][dim] for dim in settings.hidden_fixed_dims}
     hidden: list[dict[str, int]] = []
     for _ in range(settings.hidden_shapes * 20):
         if len(hidden) >= settings.hidden_shapes:
             break
-        base = rng.choice([shape for shape, _ in task.workload(device)])
-        shape = {
-            dim: size if dim in settings.hidden_fixed_dims else max(1, size + rng.randint(-3, 3))
-            for dim, size in base.items()
-        }
+        base = rng.choice(workload)
+        shape = {dim: model.get(dim, max(1, size + rng.randint(-3, 3))) for dim, size in base.items()}
         if shape not in known and shape not in hidden:
             hidden.append(shape)
     return hidden

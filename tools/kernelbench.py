@@ -12,7 +12,7 @@ What the importer derives, all by running the problem on the meta device (nothin
   then x0.5 and x2 on the batch-like dim (the leading dim of the first input, in no weight);
 - cpu_shapes small enough for the Triton interpreter, check_shapes with odd sizes and ones;
 - the dims that size the Model (its init inputs, a weight's shape), which the judge's hidden shapes
-  keep at a timed size (``settings.evaluator.hidden_fixed_dims``): a hidden shape draws new input sizes
+  keep at the first shape's size (``settings.evaluator.hidden_fixed_dims``): a hidden shape draws new input sizes
   for the same model, as torch.compile's own code holds for (it specializes a LayerNorm's width);
 - flops from torch's FlopCounterMode (matmul, attention), a tolerance per dtype (looser when the
   forward multiplies matrices), a description from the docstring and the forward's source.

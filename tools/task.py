@@ -71,7 +71,7 @@ class EvaluatorOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     suspicious_speedup: float = Field(default=10.0, ge=1, strict=True)
-    # Dims the judge's hidden shapes keep at a timed shape's size: sizes that define a model (a
+    # Dims the judge's hidden shapes keep at the first workload shape's size: sizes that define a model (a
     # LayerNorm's width sizes its weights) rather than its inputs; the listed shapes still vary them.
     hidden_fixed_dims: list[str] = []
 
