@@ -44,3 +44,10 @@ def test_a_file_that_is_not_a_problem_is_refused(tmp_path):
     done = _run(str(bad), "--device", "cpu", "--run-dir", str(tmp_path / "run"))
     assert done.returncode == 2
     assert "not_a_problem.py" in done.stdout and "Model" in done.stdout
+
+
+def test_a_matmul_problem_on_a_cpu_is_refused_with_where_to_run_it(tmp_path):
+    matmul = ROOT / "bench" / "kernelbench" / "problems" / "15_LinearGELU.py"
+    done = _run(str(matmul), "--device", "cpu", "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2
+    assert "a library kernel" in done.stdout and "run such a task on a GPU" in done.stdout

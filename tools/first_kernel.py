@@ -20,6 +20,9 @@ from tools.inductor_import import ConversionError, convert_file
 from tools.task import Task, TaskError, load_task
 
 MODULE = "inductor.py"
+# A CPU capture is code generation for the CPU: Inductor's Triton templates for matmuls and attention
+# exist only for a GPU, so on a CPU those calls stay library calls.
+CPU_LIBRARY_HINT = " (on a CPU Inductor leaves matmuls and attention to a library; run such a task on a GPU)"
 CAPTURE_TIMEOUT_S = 900.0
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +38,8 @@ def with_inductor_baseline(task: Task, into: Path, device: str) -> Task:
     try:
         converted = convert_file(capture, portable_math=device != "cuda")
     except ConversionError as exc:
-        raise TaskError(f"{task.name}: no baseline, and torch.compile's code could not be made a candidate: {exc}") from None
+        raise TaskError(f"{task.name}: no baseline, and torch.compile's code could not be made a candidate: {exc}"
+                        f"{'' if device == 'cuda' else CPU_LIBRARY_HINT}") from None  # fmt: skip
     (into / MODULE).write_text(converted.source)
     spec = json.loads((into / "task.json").read_text())
     spec["baseline"] = MODULE
