@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tools.task import EvaluatorOverrides, Task
+from tools.task import EvaluatorOverrides, Task, unknown_fixed_dims
 
 DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
@@ -122,6 +122,8 @@ def load_settings(task: Task, overrides: dict[str, Any] | None = None) -> Settin
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         raise SettingsError(f"setting {key}: {err['msg']}") from None
+    if problem := unknown_fixed_dims(settings.evaluator.hidden_fixed_dims, task.spec.shapes[0]):
+        raise SettingsError(f"setting evaluator.{problem}")  # a run's --set, checked before it starts
     if settings.budget.candidates is None:
         settings.budget.candidates = settings.budget.rounds * settings.budget.candidates_per_round
     return settings

@@ -157,3 +157,10 @@ def test_hidden_shapes_move_every_dim_but_the_ones_a_task_fixes(tmp_path):
             assert all(s not in fixed.spec.shapes + fixed.spec.cpu_shapes for s in drawn)  # nobody listed it
     moved = [draw_hidden_shapes(free, "cuda", EvalSettings.for_task(free, hidden_seed=s))[0] for s in range(20)]
     assert any(s["N"] not in timed_n for s in moved)
+
+
+def test_a_runs_fixed_dims_that_are_not_the_tasks_dims_stop_it_before_it_starts():
+    from loop.settings import SettingsError, load_settings
+
+    with pytest.raises(SettingsError, match=r"setting evaluator.hidden_fixed_dims names \['K'\], not dims"):
+        load_settings(load_task(TASK), {"evaluator": {"hidden_fixed_dims": ["K"]}})

@@ -33,7 +33,7 @@ from tools.candidate import Candidate, candidate_identity
 from tools.dispatch import geomean_or_none
 from tools.results import EvalResult, ShapeTiming, merge_launch_resources
 from tools.static_check import check_source
-from tools.task import Task, TaskError, evaluator_overrides, load_task
+from tools.task import Task, TaskError, evaluator_overrides, load_task, unknown_fixed_dims
 from tools.timing import TimingSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -116,9 +116,8 @@ def draw_hidden_shapes(task: Task, device: str, settings: EvalSettings) -> list[
     """Shapes near the workload that the candidate's author cannot know in advance. The dims a task
     fixes (``hidden_fixed_dims``: a model's sizes) keep the first workload shape's sizes: one model."""
     rng = random.Random(settings.hidden_seed)
-    unknown = set(settings.hidden_fixed_dims) - set(task.spec.shapes[0])
-    if unknown:
-        raise ValueError(f"evaluator.hidden_fixed_dims names {sorted(unknown)}, not dims of {task.name}'s shapes")
+    if problem := unknown_fixed_dims(settings.hidden_fixed_dims, task.spec.shapes[0]):
+        raise ValueError(f"evaluator.{problem}")
     known = [shape for shape, _ in task.workload(device) + task.check_workload(device)]
     workload = [shape for shape, _ in task.workload(device)]
     model = {dim: workload[0][dim] for dim in settings.hidden_fixed_dims}

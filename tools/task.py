@@ -76,6 +76,12 @@ class EvaluatorOverrides(BaseModel):
     hidden_fixed_dims: list[str] = []
 
 
+def unknown_fixed_dims(names: list[str], shape: dict[str, int]) -> str:
+    """Why ``hidden_fixed_dims`` does not fit shapes with these dims ("" when it does)."""
+    unknown = sorted(set(names) - set(shape))
+    return f"hidden_fixed_dims names {unknown}, not dims of the shapes ({sorted(shape)})" if unknown else ""
+
+
 def evaluator_overrides(settings: dict[str, Any]) -> dict[str, Any]:
     """The evaluator keys a task's ``settings`` sets, validated; ValueError names the key."""
     try:
@@ -163,11 +169,8 @@ class TaskSpec(BaseModel):
                     raise ValueError(
                         f"{field}[{i}] has dimensions {sorted(shape)} but shapes[0] has {sorted(dims)}"
                     )
-        unknown = set(self.settings.get("evaluator", {}).get("hidden_fixed_dims", [])) - dims
-        if unknown:
-            raise ValueError(
-                f"settings.evaluator.hidden_fixed_dims names {sorted(unknown)}, not dims of the shapes ({sorted(dims)})"
-            )
+        if problem := unknown_fixed_dims(self.settings.get("evaluator", {}).get("hidden_fixed_dims", []), self.shapes[0]):
+            raise ValueError(f"settings.evaluator.{problem}")
         return self
 
 
