@@ -164,3 +164,41 @@ def test_a_runs_fixed_dims_that_are_not_the_tasks_dims_stop_it_before_it_starts(
 
     with pytest.raises(SettingsError, match=r"setting evaluator.hidden_fixed_dims names \['K'\], not dims"):
         load_settings(load_task(TASK), {"evaluator": {"hidden_fixed_dims": ["K"]}})
+
+
+def test_an_inputs_file_of_its_own_is_imported_once_and_keeps_its_state(tmp_path):
+    """make_inputs in a file beside the reference: every call is the same module's function (module
+    state, a cache a user keeps there or a slow setup, is not redone or lost on each call)."""
+    folder = _write(tmp_path, inputs="inputs.py:make_inputs")
+    (folder / "inputs.py").write_text(
+        "CALLS = []\n\n\ndef make_inputs(shape, dtype, device, seed):\n    CALLS.append(seed)\n    return ()\n"
+    )
+    task = load_task(folder)
+    for seed in range(3):
+        task.make_inputs({"M": 2, "N": 8}, "float32", "cpu", seed)
+    assert task.make_inputs.__globals__["CALLS"] == [0, 1, 2]
+
+
+def test_threads_asking_for_the_reference_at_once_share_one_module(tmp_path):
+    """The judge's input threads all ask for make_inputs first thing: one import, one module (two would
+    each keep their own lock and shape records: the reference's one-at-a-time rule would not hold). From
+    Python 3.12 functools.cached_property takes no lock: two of eight threads got their own module."""
+    import threading
+
+    folder = _write(tmp_path)
+    reference = folder / "reference.py"
+    reference.write_text("import time\ntime.sleep(0.2)\n" + reference.read_text())
+    task = load_task(folder)
+    start, seen = threading.Barrier(8), []
+
+    def ask() -> None:
+        start.wait()
+        seen.append(id(task.make_inputs.__globals__))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and len(set(seen)) == 1
+    assert task.reference.__globals__ is task.make_inputs.__globals__

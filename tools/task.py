@@ -10,8 +10,8 @@ import importlib.util
 import json
 import math
 import sys
+import threading
 from collections.abc import Callable
-from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, Literal
@@ -182,6 +182,8 @@ class Task:
         self.folder = folder
         self.search_spaces = _normalize_search_space(spec)
         _check_target(spec)
+        self._modules: dict[str, ModuleType] = {}
+        self._import_lock = threading.Lock()
 
     # -- identity -----------------------------------------------------------------------------
     @property
@@ -237,9 +239,17 @@ class Task:
         return self.source(self.spec.baseline) if self.spec.baseline is not None else None
 
     # -- reference ----------------------------------------------------------------------------
-    @cached_property
+    @property
     def reference_module(self) -> ModuleType:
-        return import_file(self.path(self.spec.reference), f"_ka_ref_{self.name}")
+        return self._module(self.spec.reference, f"_ka_ref_{self.name}")
+
+    def _module(self, file: str, module_name: str) -> ModuleType:
+        """The task's file imported once. Under a lock: the judge's threads ask at once, and two imports
+        would be two modules, each with its own state (a reference's locks and caches, its RNG use)."""
+        with self._import_lock:
+            if file not in self._modules:
+                self._modules[file] = import_file(self.path(file), module_name)
+            return self._modules[file]
 
     @property
     def reference(self) -> Callable[..., Any]:
@@ -251,11 +261,7 @@ class Task:
     @property
     def make_inputs(self) -> Callable[..., tuple]:
         file, func = self.spec.inputs.split(":", 1)
-        module = (
-            self.reference_module
-            if file == self.spec.reference
-            else import_file(self.path(file), f"_ka_inputs_{self.name}")
-        )
+        module = self._module(file, f"_ka_ref_{self.name}" if file == self.spec.reference else f"_ka_inputs_{self.name}")
         fn = getattr(module, func, None)
         if not callable(fn):
             raise TaskError(f"inputs: {file} defines no function {func!r}")
