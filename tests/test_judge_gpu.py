@@ -74,7 +74,8 @@ def test_a_win_is_re_measured_in_fresh_workers_against_the_judges_clock(tmp_path
 
 def test_a_kernel_that_keeps_its_inputs_in_the_l2_gains_nothing_it_is_not_caught_for(tmp_path):
     """evict_last loads: if the flush left such lines in the L2 the kernel would be faster on repeated
-    inputs, and the re-measure would hold it; either way what is reported is what it costs."""
+    inputs, and the re-measure would hold it; either way what is reported is what it costs. A ~3 us kernel
+    may also be refused as unstably timed (the H200, 2026-12-03): refused, it gains nothing either."""
     probe = Candidate(source=(PROBES / "l2_resident.py").read_text(), config=CONFIG)
     good = Candidate(source=GOOD, config=CONFIG)
     with Evaluator(load_task(TASKS / "axpy"), "cuda", EvalSettings(workdir=str(tmp_path))) as evaluator:
@@ -84,5 +85,5 @@ def test_a_kernel_that_keeps_its_inputs_in_the_l2_gains_nothing_it_is_not_caught
     if held.passed:
         for row in held.details["confirm"]:
             assert row["rotating_us"] <= 1.25 * row["events_us"] or row["rotating_us"] - row["events_us"] <= 3.0
-    else:
+    elif held.error_type != "unstable_timing":
         assert held.error_type == "stale_output" and "L2" in held.message
