@@ -103,3 +103,33 @@ def test_the_markdown_shows_kernelbench_metrics_and_each_problem():
     assert "| compile | 50% | 50% | 0% | 0% | 1.50x |" in text
     assert "| y | **no** (no report) | B=1 |" in text
     assert "bad.py: no class Model" in text
+
+
+def test_a_report_over_several_calls_takes_each_problem_from_its_latest_run(tmp_path):
+    """bench.kernelbench.aggregate: the last runs folder with a report wins, an earlier report's row
+    stands in at its own size, and a problem without either is not correct and says why."""
+    import json
+
+    from bench.kernelbench.aggregate import collect, parse_args
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, best in ((first, 100.0), (second, 50.0)):
+        (folder / "a").mkdir(parents=True)
+        per_shape = [{"shape": {"B": 4}, "best_us": best, "anchors": {"eager": 300.0, "compile": 150.0}}]
+        (folder / "a" / "report.json").write_text(json.dumps({**REPORT, "per_shape": per_shape}))
+    (first / "c").mkdir()
+    earlier = tmp_path / "earlier.json"
+    row = {"name": "b", "correct": True, "status": "converged", "own_shape": {"B": 1}, "best_us": 10.0,
+           "anchors_us": {"eager": 20.0, "compile": 10.0}, "speedup": {"eager": 2.0, "compile": 1.0},
+           "evaluations": 0, "minutes": 1.0, "held": 0}  # fmt: skip
+    earlier.write_text(json.dumps({"per_problem": [row]}))
+    args = parse_args(["p", "--runs", str(first), "--runs", str(second), "--rows", str(earlier), "--out", "o",
+                       "--measured", "m", "--command", "c", "--torch", "t", "--triton", "t",
+                       "--status", "e=baseline failed"])  # fmt: skip
+    shapes = {name: {"B": 4 if name == "a" else 1} for name in "abcde"}
+    results, rows = collect(shapes, args)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["a"]["speedup"] == {"eager": 6.0, "compile": 3.0}
+    assert by_name["b"]["speedup"] == {"eager": 2.0, "compile": 1.0} and results[1].correct
+    assert [by_name[n]["status"] for n in "cde"] == ["no report", "not run", "baseline failed"]
+    assert [r.correct for r in results] == [True, True, False, False, False]
