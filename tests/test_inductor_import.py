@@ -377,3 +377,19 @@ def test_a_capture_records_the_launch_config_after_inductor_drops_its_configs(mo
     CachingAutotuner.run(kernel)
     assert launches["triton_poi_gelu"] == {"kwargs": {"XBLOCK": 1024}, "num_warps": 4, "num_stages": 1,
                                            "autotuned": True}  # fmt: skip
+
+
+def test_a_capture_tells_a_library_call_from_the_comment_naming_a_kernels_aten_ops():
+    """--gemm auto moves to max-autotune only when torch.compile's code calls a library kernel: a comment
+    "Original ATen: [aten.gelu]" above a Triton kernel is not one (else every problem's first kernel
+    would be a max-autotune, pattern-matcher-off compile instead of torch.compile's)."""
+    from tools.inductor_capture import calls_library
+
+    def wrappers(name: str) -> list[list[str]]:
+        record = json.loads((FIXTURES / "provisional" / f"{name}.json").read_text())
+        return [c["wrappers"] for c in record["captures"]]
+
+    for name in ("01_GELUTanh", "07_LayerNormAffine", "19_VarMeanRows"):
+        assert not any(calls_library(w) for sources in wrappers(name) for w in sources), name
+    by_shape = [any(calls_library(w) for w in sources) for sources in wrappers("15_LinearGELU")]
+    assert by_shape == [True, True, False, True, True]  # at 1x1x1 Inductor fused the matmul into one kernel

@@ -32,6 +32,7 @@ Writes OUT/<task name>.json.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import json
 import re
@@ -157,9 +158,23 @@ def capture_shape(
 
 
 def calls_library(wrapper: str) -> bool:
-    """Whether the wrapper's call(args) runs a library kernel (extern_kernels.mm, an aten op)."""
-    body = wrapper.split("def call(", 1)[-1]
-    return any(marker in body for marker in ("extern_kernels.", "torch.ops.", "aten."))
+    """Whether the wrapper's call(args) (or a graph partition it runs) runs a library kernel
+    (extern_kernels.mm, an aten op), read from its code: every kernel's comment names the ops it came
+    from ("Original ATen: [aten.gelu]"), and the module's own lines alias ``aten = torch.ops.aten``."""
+    runs = [
+        node for node in ast.walk(ast.parse(wrapper))
+        if isinstance(node, ast.FunctionDef) and (node.name == "call" or node.name.startswith("partition_"))
+    ]  # fmt: skip
+    return any(
+        _is_library(ast.unparse(node)) for run in runs for node in ast.walk(run) if isinstance(node, ast.Attribute)
+    )
+
+
+def _is_library(dotted: str) -> bool:
+    """extern_kernels.*, aten.* and torch.ops.* but Inductor's own helpers (torch.ops.inductor.*)."""
+    if dotted.startswith(("extern_kernels.", "aten.")):
+        return True
+    return dotted.startswith("torch.ops.") and not dotted.startswith("torch.ops.inductor.")
 
 
 def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
