@@ -508,7 +508,7 @@ def convert(
     ]  # fmt: skip
     if not all(c.autotuned for c in [*captures, *([general] if general else [])]):
         notes.append(
-            "some configs are Inductor's first candidate, not its autotuned pick (captured without a GPU)"
+            "some configs are Inductor's first candidate, not an autotuned pick (it had one candidate, or no GPU ran the capture)"
         )
     space = {key: list(SCALES) for key in keys}
     return Converted(source, space, [c.shape for c in captures], notes)
