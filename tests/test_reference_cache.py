@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from tools.references import ReferenceCache
@@ -17,6 +18,7 @@ from tools.task import load_task
 REFERENCE = '''
 import threading
 import time
+import pytest
 import torch
 
 LOCK = threading.Lock()  # the judge draws several sets at once: shared state is the task's to lock
@@ -70,3 +72,60 @@ def test_entries_made_while_the_judge_restores_the_generator_are_the_ones_made_a
         alone_a, alone_b = task.make_inputs(shape, torch.float32, "cpu", seed)
         assert not torch.equal(a, b), f"seed {seed}: both inputs drawn from the same generator state"
         assert torch.equal(a, alone_a) and torch.equal(b, alone_b), f"seed {seed}"
+
+
+PROBLEM = '''
+import pytest
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """KL divergence between two row distributions given as scores."""
+
+    def forward(self, p, q):
+        return torch.nn.functional.kl_div(torch.log_softmax(p, -1), torch.softmax(q, -1), reduction="batchmean")
+
+
+rows = 64
+cols = 128
+
+
+def get_inputs():
+    return [torch.randn(rows, cols), torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_problems_inputs_drawn_by_the_judges_threads_from_a_fresh_task_are_the_ones_drawn_alone(
+    tmp_path, device
+):
+    """A KernelBench-format problem draws from torch's global generator: the judge's threads, each asking
+    for make_inputs first thing, get the one reference module and its one-at-a-time lock, so no input set
+    has its two draws equal (the KL of a set with p == q is 0). With the task's module imported once per
+    thread (Python 3.12, no lock in cached_property) 4 of 9 runs of this test failed."""
+    import sys
+
+    from tools.kernelbench import import_problem
+
+    (tmp_path / "kl.py").write_text(PROBLEM)
+    imported = import_problem(tmp_path / "kl.py", tmp_path / "tasks", "float32")
+    wanted = [(shape, "float32", seed) for shape in imported.spec["shapes"] for seed in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)  # the judge's
+    try:
+        cache = ReferenceCache(load_task(imported.folder), device, 1 << 30)
+        cache.prefetch(wanted, threads=8)
+    finally:
+        sys.setswitchinterval(interval)
+    alone = load_task(imported.folder)
+    for shape, dtype, seed in wanted:
+        entry = cache.get(shape, dtype, seed)
+        p, q = entry.inputs
+        assert not torch.equal(p, q), f"{shape} seed {seed}: both inputs drawn from the same generator state"
+        assert torch.equal(p, alone.make_inputs(shape, torch.float32, device, seed)[0])
+        assert float(entry.expected[0]) > 0.5, f"{shape} seed {seed}: KL {float(entry.expected[0])}"
