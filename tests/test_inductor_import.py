@@ -393,3 +393,6 @@ def test_a_capture_tells_a_library_call_from_the_comment_naming_a_kernels_aten_o
         assert not any(calls_library(w) for sources in wrappers(name) for w in sources), name
     by_shape = [any(calls_library(w) for w in sources) for sources in wrappers("15_LinearGELU")]
     assert by_shape == [True, True, False, True, True]  # at 1x1x1 Inductor fused the matmul into one kernel
+    pooled = "def call(args):\n    buf1 = torch.ops.inductor._alloc_from_pool(buf0, 0, torch.float32, (4,), (1,))\n"
+    assert not calls_library(pooled + "    triton_poi_0.run(buf1, 4, stream=s)\n")  # Inductor's own allocator
+    assert calls_library(pooled + "    torch.ops.aten.mm.out(buf1, buf1, out=buf2)\n")

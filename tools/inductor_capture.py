@@ -171,10 +171,11 @@ def calls_library(wrapper: str) -> bool:
 
 
 def _is_library(dotted: str) -> bool:
-    """extern_kernels.*, aten.* and torch.ops.* but Inductor's own helpers (torch.ops.inductor.*)."""
+    """extern_kernels.*, aten.* and torch.ops.* but Inductor's own helpers (torch.ops.inductor.*). Every
+    prefix of a chain is an attribute too (``torch.ops.inductor`` of ``torch.ops.inductor._alloc_from_pool``)."""
     if dotted.startswith(("extern_kernels.", "aten.")):
         return True
-    return dotted.startswith("torch.ops.") and not dotted.startswith("torch.ops.inductor.")
+    return dotted.startswith("torch.ops.") and not f"{dotted}.".startswith("torch.ops.inductor.")
 
 
 def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
