@@ -182,7 +182,7 @@ def test_an_inputs_file_of_its_own_is_imported_once_and_keeps_its_state(tmp_path
 def test_threads_asking_for_the_reference_at_once_share_one_module(tmp_path):
     """The judge's input threads all ask for make_inputs first thing: one import, one module (two would
     each keep their own lock and shape records: the reference's one-at-a-time rule would not hold). From
-    Python 3.12 functools.cached_property takes no lock: two of eight threads got their own module."""
+    Python 3.12 functools.cached_property takes no lock: eight threads asking at once got two."""
     import threading
 
     folder = _write(tmp_path)

@@ -241,14 +241,15 @@ class Task:
     # -- reference ----------------------------------------------------------------------------
     @property
     def reference_module(self) -> ModuleType:
-        return self._module(self.spec.reference, f"_ka_ref_{self.name}")
+        return self._module(self.spec.reference)
 
-    def _module(self, file: str, module_name: str) -> ModuleType:
+    def _module(self, file: str) -> ModuleType:
         """The task's file imported once. Under a lock: the judge's threads ask at once, and two imports
         would be two modules, each with its own state (a reference's locks and caches, its RNG use)."""
         with self._import_lock:
             if file not in self._modules:
-                self._modules[file] = import_file(self.path(file), module_name)
+                kind = "ref" if file == self.spec.reference else "inputs"
+                self._modules[file] = import_file(self.path(file), f"_ka_{kind}_{self.name}")
             return self._modules[file]
 
     @property
@@ -261,7 +262,7 @@ class Task:
     @property
     def make_inputs(self) -> Callable[..., tuple]:
         file, func = self.spec.inputs.split(":", 1)
-        module = self._module(file, f"_ka_ref_{self.name}" if file == self.spec.reference else f"_ka_inputs_{self.name}")
+        module = self._module(file)
         fn = getattr(module, func, None)
         if not callable(fn):
             raise TaskError(f"inputs: {file} defines no function {func!r}")
