@@ -18,7 +18,6 @@ from tools.task import load_task
 REFERENCE = '''
 import threading
 import time
-import pytest
 import torch
 
 LOCK = threading.Lock()  # the judge draws several sets at once: shared state is the task's to lock
@@ -75,7 +74,6 @@ def test_entries_made_while_the_judge_restores_the_generator_are_the_ones_made_a
 
 
 PROBLEM = '''
-import pytest
 import torch
 import torch.nn as nn
 
@@ -107,16 +105,17 @@ def test_a_problems_inputs_drawn_by_the_judges_threads_from_a_fresh_task_are_the
     """A KernelBench-format problem draws from torch's global generator: the judge's threads, each asking
     for make_inputs first thing, get the one reference module and its one-at-a-time lock, so no input set
     has its two draws equal (the KL of a set with p == q is 0). With the task's module imported once per
-    thread (Python 3.12, no lock in cached_property) 4 of 9 runs of this test failed."""
+    thread (Python 3.12, no lock in cached_property) 5 of 17 runs of this test failed."""
     import sys
 
+    from tools.judge import SWITCH_INTERVAL_S
     from tools.kernelbench import import_problem
 
     (tmp_path / "kl.py").write_text(PROBLEM)
     imported = import_problem(tmp_path / "kl.py", tmp_path / "tasks", "float32")
     wanted = [(shape, "float32", seed) for shape in imported.spec["shapes"] for seed in range(6)]
     interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)  # the judge's
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         cache = ReferenceCache(load_task(imported.folder), device, 1 << 30)
         cache.prefetch(wanted, threads=8)
