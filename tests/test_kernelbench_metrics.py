@@ -127,7 +127,7 @@ def test_a_report_over_several_calls_takes_each_problem_from_its_latest_run(tmp_
                        "--measured", "m", "--command", "c", "--torch", "t", "--triton", "t",
                        "--status", "e=baseline failed"])  # fmt: skip
     shapes = {name: {"B": 4 if name == "a" else 1} for name in "abcde"}
-    results, rows = collect(shapes, args)
+    results, rows, _ = collect(shapes, args)
     by_name = {r["name"]: r for r in rows}
     assert by_name["a"]["speedup"] == {"eager": 6.0, "compile": 3.0}
     assert by_name["b"]["speedup"] == {"eager": 2.0, "compile": 1.0} and results[1].correct

@@ -67,11 +67,12 @@ def from_runs(name: str, runs: list[Path]) -> tuple[dict[str, Any] | None, bool]
     return report, seen
 
 
-def from_rows(name: str, reports: list[Path]) -> dict[str, Any] | None:
-    row = None
+def earlier_rows(reports: list[Path]) -> dict[str, dict[str, Any]]:
+    """Each problem's row in the last of these reports that lists it."""
+    rows = {}
     for path in reports:
-        row = next((r for r in json.loads(path.read_text())["per_problem"] if r["name"] == name), row)
-    return row
+        rows.update({r["name"]: r for r in json.loads(path.read_text())["per_problem"]})
+    return rows
 
 
 def row_result(row: dict[str, Any]) -> ProblemResult:
@@ -80,12 +81,16 @@ def row_result(row: dict[str, Any]) -> ProblemResult:
     return ProblemResult(name=row["name"], correct=row["correct"], shapes=[shape] if row["correct"] else [])
 
 
-def collect(shapes: dict[str, dict[str, int]], args: argparse.Namespace) -> tuple[list, list]:
+def collect(shapes: dict[str, dict[str, int]], args: argparse.Namespace) -> tuple[list, list, set[str]]:
+    """Each problem's result and report row, and the GPUs its run reports name."""
     told = dict(item.split("=", 1) for item in args.status)
-    results, rows = [], []
+    before = earlier_rows(args.rows)
+    results, rows, gpus = [], [], set()
     for name, own in shapes.items():
         report, seen = from_runs(name, args.runs)
-        earlier = None if report else from_rows(name, args.rows)
+        earlier = None if report else before.get(name)
+        if report and report.get("device", {}).get("name"):
+            gpus.add(report["device"]["name"])
         if earlier is not None:
             results.append(row_result(earlier))
             rows.append({**earlier, "source": "earlier report (own size only)"})
@@ -96,20 +101,16 @@ def collect(shapes: dict[str, dict[str, int]], args: argparse.Namespace) -> tupl
             row["status"] = told.get(name) or ("no report" if seen else "not run")
         results.append(result)
         rows.append(row)
-    return results, rows
+    return results, rows, gpus
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     shapes, errors = own_shapes(args.problems)
-    results, rows = collect(shapes, args)
-    gpus = set()
-    for folder in args.runs:
-        for report in folder.glob("*/report.json"):
-            gpus.add(json.loads(report.read_text()).get("device", {}).get("name"))
+    results, rows, gpus = collect(shapes, args)
     record = {
         "date": args.measured,
-        "gpu": ", ".join(sorted(g for g in gpus if g)) or "-",
+        "gpu": ", ".join(sorted(gpus)) or "-",
         "torch": args.torch,
         "triton": args.triton,
         "command": args.command,
