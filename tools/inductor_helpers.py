@@ -7,7 +7,8 @@ in the Triton interpreter, which has no libdevice (``portable_math=True``); on a
 Inductor's libdevice calls.
 
 Semantics follow Inductor's: NaN wins a max/min, ties of a max/min with index keep the lower index,
-Welford partials combine with a guard for equal (possibly infinite) means.
+Welford partials combine with a guard for equal (possibly infinite) means, online-softmax partials
+with a guard for an all -inf row.
 """
 
 import triton
@@ -147,6 +148,38 @@ def inductor_welford(mean, m2, weight, dim):
 
 
 # -- libdevice stand-ins for the interpreter (less exact than libdevice at the edges) ---------------------
+@triton.jit
+def inductor_exp(x, use_fast_math: tl.constexpr):
+    # Inductor's precise path calls libdevice.exp, which the interpreter lacks; tl.exp is within 2 ulp
+    return tl.exp(x)
+
+
+@triton.jit
+def inductor_online_softmax_reduce(lhs_max, lhs_sum, dim, use_fast_math: tl.constexpr):
+    out_max = inductor_max2(lhs_max, dim)
+    out_max_keepdim = tl.expand_dims(out_max, dim)
+    delta = tl.where(out_max_keepdim == float("-inf"), 0, lhs_max - out_max_keepdim)
+    out_sum = tl.sum(lhs_sum * inductor_exp(delta, use_fast_math), dim)
+    return out_max, out_sum
+
+
+@triton.jit
+def inductor_online_softmax_combine(lhs_max, lhs_sum, rhs_max, use_fast_math: tl.constexpr):
+    # rhs is the next block of data, one element per lane: its sum is 1
+    out_max = inductor_maximum(lhs_max, rhs_max)
+    lhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(lhs_max - out_max, use_fast_math))
+    rhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(rhs_max - out_max, use_fast_math))
+    return out_max, lhs_sum * lhs_scale + rhs_scale
+
+
+@triton.jit
+def inductor_online_softmax_combine_with_sum(lhs_max, lhs_sum, rhs_max, rhs_sum, use_fast_math: tl.constexpr):
+    out_max = inductor_maximum(lhs_max, rhs_max)
+    lhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(lhs_max - out_max, use_fast_math))
+    rhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(rhs_max - out_max, use_fast_math))
+    return out_max, lhs_sum * lhs_scale + rhs_sum * rhs_scale
+
+
 @triton.jit
 def portable_tanh(x):
     return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
