@@ -147,10 +147,10 @@ def inductor_welford(mean, m2, weight, dim):
     return tl.reduce((mean, m2, weight), dim, inductor_welford_combine)
 
 
-# -- libdevice stand-ins for the interpreter (less exact than libdevice at the edges) ---------------------
 @triton.jit
 def inductor_exp(x, use_fast_math: tl.constexpr):
-    # Inductor's precise path calls libdevice.exp, which the interpreter lacks; tl.exp is within 2 ulp
+    # tl.exp in both modes: helpers are copied as written, and the interpreter has no libdevice.exp (the
+    # precise exp Inductor calls without fast math)
     return tl.exp(x)
 
 
@@ -164,15 +164,6 @@ def inductor_online_softmax_reduce(lhs_max, lhs_sum, dim, use_fast_math: tl.cons
 
 
 @triton.jit
-def inductor_online_softmax_combine(lhs_max, lhs_sum, rhs_max, use_fast_math: tl.constexpr):
-    # rhs is the next block of data, one element per lane: its sum is 1
-    out_max = inductor_maximum(lhs_max, rhs_max)
-    lhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(lhs_max - out_max, use_fast_math))
-    rhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(rhs_max - out_max, use_fast_math))
-    return out_max, lhs_sum * lhs_scale + rhs_scale
-
-
-@triton.jit
 def inductor_online_softmax_combine_with_sum(lhs_max, lhs_sum, rhs_max, rhs_sum, use_fast_math: tl.constexpr):
     out_max = inductor_maximum(lhs_max, rhs_max)
     lhs_scale = tl.where(out_max == float("-inf"), 1.0, inductor_exp(lhs_max - out_max, use_fast_math))
@@ -180,6 +171,13 @@ def inductor_online_softmax_combine_with_sum(lhs_max, lhs_sum, rhs_max, rhs_sum,
     return out_max, lhs_sum * lhs_scale + rhs_sum * rhs_scale
 
 
+@triton.jit
+def inductor_online_softmax_combine(lhs_max, lhs_sum, rhs_max, use_fast_math: tl.constexpr):
+    # rhs is the next block of data, one element per lane: its sum is 1
+    return inductor_online_softmax_combine_with_sum(lhs_max, lhs_sum, rhs_max, 1.0, use_fast_math)
+
+
+# -- libdevice stand-ins for the interpreter (less exact than libdevice at the edges) ---------------------
 @triton.jit
 def portable_tanh(x):
     return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
