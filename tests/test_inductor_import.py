@@ -329,21 +329,38 @@ def test_a_guard_may_clamp_a_size_but_call_nothing_else():
         _guard("open(L['inputs'][0].size()[0]) == 1")
 
 
-def test_the_capture_script_records_kernels_configs_arguments_and_guards(tasks, tmp_path):
-    out = tmp_path / "captures"
-    # its own process: it patches Inductor's autotuner and settings for the capture
+@pytest.fixture(scope="module")
+def captured_rmsnorm(tasks: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """17_ResidualAddRMSNorm captured here (codegen only) by the capture script, in its own process: it
+    patches Inductor's autotuner and settings for the capture."""
+    out = tmp_path_factory.mktemp("captures")
     done = subprocess.run(
         [sys.executable, "-m", "tools.inductor_capture", str(tasks / "17_ResidualAddRMSNorm"), "--out", str(out),
          "--shapes", "cpu", "--codegen-only"], capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    record = json.loads((out / "17_ResidualAddRMSNorm.json").read_text())
+    return out / "17_ResidualAddRMSNorm.json"
+
+
+def test_the_capture_script_records_kernels_configs_arguments_and_guards(captured_rmsnorm):
+    record = json.loads(captured_rmsnorm.read_text())
     first = record["captures"][0]
     assert first["arg_map"] == [0, 2, 1]  # call(args) takes x, weight, residual
     assert "async_compile.triton(" in first["wrappers"][0] and first["launches"]
     general = record["general"]
     assert any("L['inputs'][0].size()[0]" in g for g in general["guards"])
     assert "L['inputs'][0].size()[0]" in general["arg_sources"]
+
+
+def test_general_kernels_serve_a_size_of_one(captured_rmsnorm, tasks, tmp_path):
+    """A hidden shape may draw a size of 1 (a batch of 4, moved by up to 3). Inductor's default 0/1
+    specialization would guard every general size >= 2 and so refuse it."""
+    module = _module(convert_file(captured_rmsnorm, portable_math=True).source, tmp_path, "rms_general")
+    task = load_task(tasks / "17_ResidualAddRMSNorm")
+    captured = [c.shape for c in load_fixture(captured_rmsnorm).captures]
+    shape = {"tokens": 1, "hidden": max(c["hidden"] for c in captured)}
+    assert shape not in captured
+    assert _matches(task, module, shape, {}) is None
 
 
 def test_the_command_line_writes_the_candidate_or_exits_2(tmp_path, capsys):

@@ -116,8 +116,10 @@ def _compile(
     torch._dynamo.reset()
     launches.clear()
     graphs: list[dict[str, Any]] = []
-    # general kernels: a symbol per size even where two sizes are equal, float constants as constants
-    with inductor_config.patch(MODES[mode]), fx_config.patch(use_duck_shape=not dynamic), \
+    # general kernels: a symbol per size even where two sizes are equal, no 0/1 specialization (a
+    # general kernel must serve a size of 1 too), float constants as constants
+    with inductor_config.patch(MODES[mode]), \
+            fx_config.patch(use_duck_shape=not dynamic, backed_size_oblivious=dynamic), \
             torch._dynamo.config.patch(specialize_float=True):  # fmt: skip
         compiled = torch.compile(task.reference, dynamic=dynamic, backend=recorder(graphs))
         _, sources = run_and_get_code(compiled, *[t.clone() for t in inputs])
