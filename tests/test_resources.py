@@ -193,3 +193,22 @@ def test_the_threads_limit_is_a_hard_objection_whatever_was_compiled():
         "baseline.py", {"BLOCK_N": 256, "ROWS": 1, "num_warps": 64}, LIMITS, [], SCALE_SHIFT
     )
     assert found.objections == ["num_warps=64 means 2048 threads per program > 1024"]
+
+
+def test_an_inductor_modules_scales_are_weighed_against_its_own_spilled_config():
+    """A module converted from Inductor's output scales its kernels' own blocks and warps
+    (XBLOCK_SCALE, WARPS_SCALE): after its first config spilled, more warps or smaller blocks are what
+    may help, and only a config asking as much of each thread is sent back."""
+    from tools.inductor_import import convert_file
+
+    converted = convert_file(REPO / "tests" / "fixtures" / "inductor" / "17_ResidualAddRMSNorm.json")
+    first = {k: 1 for k in converted.search_space}
+    spilled = [{"n": 1, "round": 0, "module": "baseline.py", "config": first, "origin": "baseline",
+                "verdict": "pass", "geomean_us": 100.0, "identity": "first",
+                "resources": {"n_regs": 255, "n_spills": 58, "shared_bytes": 0}}]  # fmt: skip
+    source, space = converted.source, converted.search_space
+    for lighter in ({**first, "WARPS_SCALE": 4}, {**first, "XBLOCK_SCALE": 0.5}):
+        assert rule(source, space, lighter, spilled).verdict == "approve", lighter
+    for heavier in ({**first, "XBLOCK_SCALE": 2}, {**first, "WARPS_SCALE": 0.5}):
+        verdict = rule(source, space, heavier, spilled)
+        assert verdict.verdict == "revise" and "relative to its kernels' own" in verdict.objections[0], heavier

@@ -71,12 +71,34 @@ class Tiles:
         self.sets = sets if sets is not None else [{k for k in keys if key_role(k) == "tile"}]
         self.keys = sorted({k for s in self.sets for k in s} & set(keys))
 
-    def elements(self, config: dict[str, Any]) -> int:
-        return max(math.prod(int(config[k]) for k in s if isinstance(config.get(k), int)) for s in self.sets)
+    def elements(self, config: dict[str, Any]) -> float:
+        return max(math.prod(float(config[k]) for k in s if _numeric(config.get(k))) for s in self.sets)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _threads(config: dict[str, Any]) -> int:
     return int(config.get("num_warps", 4)) * 32
+
+
+def _thread_count(config: dict[str, Any]) -> float:
+    """Threads per program; for a module whose keys scale its kernels' own blocks and warps (an Inductor
+    module's XBLOCK_SCALE, WARPS_SCALE) a figure relative to its own kernels', comparable only with its
+    other configs, which is all the spill and failure rules compare it with."""
+    scales = [
+        float(v) for k, v in config.items() if k != "num_warps" and key_role(k) == "warps" and _numeric(v)
+    ]
+    return _threads(config) * math.prod(scales)
+
+
+def _per_thread(tiles: Tiles, config: dict[str, Any]) -> float:
+    return tiles.elements(config) / _thread_count(config)
+
+
+def _relative(config: dict[str, Any]) -> bool:
+    return any(k.upper().endswith("_SCALE") for k in config)
 
 
 def _stages(config: dict[str, Any]) -> int:
@@ -94,7 +116,7 @@ def compiled_of(module: str, history: list[dict[str, Any]], tiles: Tiles) -> lis
             Compiled(
                 n=past.get("n", 0),
                 config=config,
-                per_thread=tiles.elements(config) / _threads(config),
+                per_thread=_per_thread(tiles, config),
                 stages_tile=_stages(config) * tiles.elements(config),
                 registers=int(resources["n_regs"]),
                 spills=int(resources.get("n_spills") or 0),
@@ -173,18 +195,23 @@ def resource_findings(
         if said:
             found.objections.append(said)
             return found
-    if tiles.keys:
+    if tiles.keys and not _relative(config):  # the estimates' priors are in absolute elements per thread
         _estimates(module, config, tiles, compiled, limits, found)
     return found
 
 
 def _spilled_before(module, config, tiles: Tiles, compiled: list[Compiled], history) -> str:
-    per_thread = tiles.elements(config) / _threads(config)
+    per_thread = _per_thread(tiles, config)
+    unit = (
+        "tile elements per thread, relative to its kernels' own"
+        if _relative(config)
+        else "tile elements per thread"
+    )
     for past in compiled:
         if past.spills and past.per_thread <= per_thread and _stages(past.config) <= _stages(config):
             return (
                 f"attempt #{past.n} ({past.config}) of {module} spilled {past.spills} registers with "
-                f"{past.per_thread:g} tile elements per thread; this config holds {per_thread:g}"
+                f"{past.per_thread:g} {unit}; this config holds {per_thread:g}"
             )
     return ""
 
@@ -202,7 +229,7 @@ def _failed_before(module, config, tiles: Tiles, compiled, history: list[dict[st
             tiles.keys
             and same_other
             and tiles.elements(config) >= tiles.elements(past["config"])
-            and _threads(config) <= _threads(past["config"])
+            and _thread_count(config) <= _thread_count(past["config"])
         ):
             return (
                 f"attempt #{past['n']} ({past['config']}) already hit resource_limit with tiles no larger "

@@ -26,7 +26,7 @@ def point_key(module: str, config: dict[str, Any]) -> str:
 def key_role(key: str) -> Role:
     """What a key does to a program, guessed from its name (the usual Triton spellings)."""
     upper = key.upper()
-    if upper == "NUM_WARPS":
+    if "WARPS" in upper:  # num_warps, or a scale of each kernel's own (an Inductor module's WARPS_SCALE)
         return "warps"
     if upper == "NUM_STAGES":
         return "stages"
