@@ -107,6 +107,17 @@ def test_register_spills_steer_to_smaller_tiles_or_more_warps():
         assert (role == "tile" and not up) or (role == "warps" and up) or (role == "stages" and not up)
 
 
+def test_a_compute_bound_fp32_dot_steers_to_the_tensor_cores_first():
+    space = {"DOT_TF32X3": [0, 1], "XBLOCK_SCALE": [1, 0.5, 2, 4], "WARPS_SCALE": [1, 0.5, 2, 4]}
+    first = {"DOT_TF32X3": 0, "XBLOCK_SCALE": 1, "WARPS_SCALE": 1}
+    base = {**BASE, "config": first, "identity": candidate_identity(SOURCES["baseline.py"], first)}
+    context = ctx([base], round_=2, bottleneck="compute_bound", search_spaces={"baseline.py": space},
+                  module_sources={"baseline.py": SOURCES["baseline.py"]})  # fmt: skip
+    props = ExpertProposer(search(restart_fraction=0)).propose(context).proposals
+    assert props[0].config == {**first, "DOT_TF32X3": 1}, [p.config for p in props]
+    assert "tensor cores" in props[0].rationale
+
+
 def test_pruned_and_failed_configs_are_never_mutated():
     slow = attempt(1, "baseline.py", {"BLOCK_S": 16, "num_warps": 2, "num_stages": 1}, 250.0)  # < 50% speed
     broken = attempt(2, "baseline.py", {"BLOCK_S": 128, "num_warps": 8, "num_stages": 3}, None,

@@ -413,3 +413,22 @@ def test_a_capture_tells_a_library_call_from_the_comment_naming_a_kernels_aten_o
     pooled = "def call(args):\n    buf1 = torch.ops.inductor._alloc_from_pool(buf0, 0, torch.float32, (4,), (1,))\n"
     assert not calls_library(pooled + "    triton_poi_0.run(buf1, 4, stream=s)\n")  # Inductor's own allocator
     assert calls_library(pooled + "    torch.ops.aten.mm.out(buf1, buf1, out=buf2)\n")
+
+
+def test_a_full_precision_fp32_dot_may_run_as_three_tf32_products(tasks, tmp_path):
+    """Inductor keeps an fp32 template's dot in full precision (FMA loops, half of cuBLAS's SGEMM on an
+    H200); DOT_TF32X3 1 runs it on the tensor cores at fp32-level accuracy, 0 (the first value, the
+    baseline) is Inductor's own. Plain TF32 is never offered, and a bf16 dot gets no such key."""
+    path = FIXTURES / "16_ScaledDotProductAttention.json"
+    converted = convert_file(path, portable_math=True)
+    assert converted.search_space["DOT_TF32X3"] == [0, 1]
+    assert "allow_tf32" not in converted.source and '"tf32"' not in converted.source
+    assert "input_precision=DOT_PRECISION" in converted.source
+    module = _module(converted.source, tmp_path, "sdpa_dot")
+    task = load_task(tasks / "16_ScaledDotProductAttention")
+    shape = {"batch_size": 4, "heads": 4, "seq_len": 8, "head_dim": 8}
+    assert _matches(task, module, shape, {"DOT_TF32X3": 1}) is None
+    bf16 = load_fixture(path)
+    for capture in [*bf16.captures, bf16.general]:
+        capture.input_dtypes = ["torch.bfloat16"] * len(capture.inputs)
+    assert "DOT_TF32X3" not in convert(bf16.captures, bf16.task, bf16.general).search_space

@@ -26,6 +26,13 @@ torch.compile's kernel. A scaled block stays a power of 2 within the axis's cap,
 length where Inductor dropped that axis's mask (the kernel would read past the end otherwise). Block
 sizes Inductor fixed in the body (persistent reductions' R0_BLOCK, templates' tiles under a fixed
 grid) are not scaled.
+
+A template whose fp32 ``tl.dot`` Inductor keeps in full precision (``ALLOW_TF32 = False``: torch's
+default for fp32 matmuls) runs it as FMA loops, at about half of cuBLAS's SGEMM on an H200. Such a module
+gets one more key, ``DOT_TF32X3`` in [0, 1]: 1 runs the dot as three TF32 tensor-core products (Triton's
+``input_precision="tf32x3"``: the operands split into a high and a low TF32 part, all but the low x low
+product summed), fp32-level accuracy on the tensor cores; 0 is Inductor's own. Plain TF32 (a 10-bit
+mantissa) is not offered: it would trade the reference's precision for speed behind the user's back.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from tools.static_check import dotted_name
 
 SCALES = [1, 0.5, 2, 4]
 WARPS_KEY = "WARPS_SCALE"
+DOT_KEY = "DOT_TF32X3"
+FULL_PRECISION_DOT = ("allow_tf32", "ALLOW_TF32")  # Inductor's template: tl.dot(a, b, allow_tf32=ALLOW_TF32)
 # per block constexpr: (its axis' numel argument, the mask line that shows the axis is masked, cap)
 BLOCKS = {
     "XBLOCK": ("xnumel", "xmask = xindex < xnumel", 4096),
@@ -101,6 +110,31 @@ class Kernel:
 
     def masked(self, block: str) -> bool:
         return BLOCKS[block][1] in self.source
+
+    def full_precision_dot(self) -> bool:
+        """Its tl.dot runs fp32 in full precision: ``ALLOW_TF32: tl.constexpr = False`` in the body."""
+        fixed = any(
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.target.id == FULL_PRECISION_DOT[1]
+            and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value is False
+            for stmt in self.tree.body
+        )
+        return fixed and any(_is_full_precision_dot(node) for node in ast.walk(self.tree))
+
+
+def _is_full_precision_dot(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and dotted_name(node.func) == "tl.dot"
+        and any(
+            k.arg == FULL_PRECISION_DOT[0]
+            and isinstance(k.value, ast.Name)
+            and k.value.id == FULL_PRECISION_DOT[1]
+            for k in node.keywords
+        )
+    )
 
 
 @dataclass
@@ -405,21 +439,34 @@ def _with_dependencies(names: set[str]) -> list[str]:
     return [n for n in HELPERS if n in needed]
 
 
-def kernel_source(kernel: Kernel, suffix: str, portable_math: bool) -> tuple[str, set[str]]:
-    """The kernel (and its own helpers) as plain @triton.jit functions, names suffixed per shape."""
+def kernel_source(
+    kernel: Kernel, suffix: str, portable_math: bool, tf32x3: bool = False
+) -> tuple[str, set[str]]:
+    """The kernel (and its own helpers) as plain @triton.jit functions, names suffixed per shape; with
+    tf32x3, its full-precision fp32 dots take their precision from a DOT_PRECISION constexpr."""
     renames = {f.name: f"{f.name}{suffix}" for f in [kernel.tree, *kernel.helpers]}
     rewriter = _KernelRewriter(renames, portable_math)
     parts = []
     for fn in [*kernel.helpers, kernel.tree]:
         fn = rewriter.visit(ast.parse(ast.unparse(fn)).body[0])
+        if tf32x3 and fn.name == kernel.name:
+            _dot_precision_from_constexpr(fn)
         fn.name = renames[fn.name]
         fn.decorator_list = [ast.parse("triton.jit").body[0].value]
         parts.append(ast.unparse(fn))
     return "\n\n\n".join(parts), rewriter.helpers
 
 
+def _dot_precision_from_constexpr(fn: ast.FunctionDef) -> None:
+    for node in ast.walk(fn):
+        if _is_full_precision_dot(node):
+            node.keywords = [k for k in node.keywords if k.arg != FULL_PRECISION_DOT[0]]
+            node.keywords.append(ast.keyword("input_precision", ast.Name("DOT_PRECISION", ast.Load())))
+    fn.args.args.append(ast.arg("DOT_PRECISION", ast.parse("tl.constexpr").body[0].value))
+
+
 def launch_lines(
-    launch: Launch, kernel: Kernel, config: LaunchConfig, suffix: str
+    launch: Launch, kernel: Kernel, config: LaunchConfig, suffix: str, tf32x3: bool = False
 ) -> tuple[list[str], set[str]]:
     """Python lines that pick the scaled blocks and launch the kernel; the scale keys it reads."""
     runtime = [p for p in kernel.params if p not in kernel.constexprs]
@@ -450,6 +497,9 @@ def launch_lines(
         raise ConversionError(f"{kernel.name}: no value recorded for {', '.join(missing)}")
     grid = _grid(kernel, values, chosen, launch.extra)
     call_args = [ast.unparse(a) for a in launch.args] + [f"{b}={v}" for b, v in chosen.items()]
+    if tf32x3:
+        call_args.append(f"DOT_PRECISION=_dot_precision({DOT_KEY})")
+        keys.add(DOT_KEY)
     call_args += [f"num_warps=_warps({config.num_warps}, WARPS_SCALE)", f"num_stages={config.num_stages}"]
     lines.append(f"{kernel.name}{suffix}[{grid}]({', '.join(call_args)})")
     return lines, keys
@@ -510,7 +560,7 @@ def convert(
         notes.append(
             "some configs are Inductor's first candidate, not an autotuned pick (it had one candidate, or no GPU ran the capture)"
         )
-    space = {key: list(SCALES) for key in keys}
+    space = {key: [0, 1] if key == DOT_KEY else list(SCALES) for key in keys}
     return Converted(source, space, [c.shape for c in captures], notes)
 
 
@@ -531,13 +581,15 @@ def _convert_one(capture: Capture, suffix: str, portable_math: bool) -> _Part:
         )
     sources, call = wrapper_kernels(capture.wrappers[0])
     kernels = {name: parse_kernel(name, text) for name, text in sources.items()}
+    fp32 = bool(capture.input_dtypes) and all(d == "torch.float32" for d in capture.input_dtypes)
+    tf32x3 = {name for name, kernel in kernels.items() if fp32 and kernel.full_precision_dot()}
     texts, helpers = [], set()
-    for kernel in kernels.values():
-        text, used = kernel_source(kernel, suffix, portable_math)
+    for name, kernel in kernels.items():
+        text, used = kernel_source(kernel, suffix, portable_math, name in tf32x3)
         texts.append(text)
         helpers |= used
     plan = plan_call(call, kernels)
-    body, keys = _launcher_body(capture, plan, kernels, suffix)
+    body, keys = _launcher_body(capture, plan, kernels, suffix, tf32x3)
     return _Part(texts, f"_launch{suffix}", body, keys, helpers, capture)
 
 
@@ -575,7 +627,7 @@ def _guard(text: str) -> str:
 
 
 def _launcher_body(
-    capture: Capture, plan: Plan, kernels: dict[str, Kernel], suffix: str
+    capture: Capture, plan: Plan, kernels: dict[str, Kernel], suffix: str, tf32x3: set[str]
 ) -> tuple[list[str], set[str]]:
     general = bool(capture.arg_sources)
     bindings = capture.arg_sources if general else [f"L['inputs'][{i}]" for i in capture.arg_map]
@@ -602,7 +654,7 @@ def _launcher_body(
             config = capture.launches.get(step.kernel)
             if config is None:
                 raise ConversionError(f"{capture.shape}: no launch config recorded for {step.kernel}")
-            more, used = launch_lines(step, kernels[step.kernel], config, suffix)
+            more, used = launch_lines(step, kernels[step.kernel], config, suffix, step.kernel in tf32x3)
             lines += more
             keys |= used
         else:
@@ -650,6 +702,11 @@ def _warps(base, scale):
     return base if scale == 1 else max(1, min(32, int(base * scale)))
 
 
+def _dot_precision(tf32x3):
+    \"\"\"Inductor's full-precision fp32 dot (0), or three TF32 tensor-core products (1).\"\"\"
+    return "tf32x3" if tf32x3 else "ieee"
+
+
 def _yz_overflow(x, y_blocks):
     \"\"\"Inductor's grid for y past 65535 programs: y split over the grid's y and z.\"\"\"
     split = triton.cdiv(y_blocks, 65535)
@@ -685,7 +742,12 @@ def _module(
             if general
             else " It refuses any other shape."
         ),
-        "Config: scale factors on Inductor's own block sizes and warps (1 everywhere is torch.compile's kernel).",
+        "Config: scale factors on Inductor's own block sizes and warps (1 everywhere is torch.compile's kernel)"
+        + (
+            f"; {DOT_KEY} 1 runs fp32 dots as three TF32 products (0: Inductor's full precision)."
+            if DOT_KEY in keys
+            else "."
+        ),
     ]
     if portable_math:
         doc.append("libdevice calls are replaced by portable equivalents (for the Triton interpreter).")
@@ -703,7 +765,7 @@ def _module(
             f"def {part.launcher}(inputs, {params}):\n" + "\n".join(f"    {line}" for line in part.body)
         )
     with_dtypes = all(c.input_dtypes for c in captures)
-    lines = [f"def launch(*inputs, {', '.join(f'{k}=1' for k in keys)}):"]
+    lines = [f"def launch(*inputs, {', '.join(f'{k}={0 if k == DOT_KEY else 1}' for k in keys)}):"]
     if captures:
         lines.append(f"    key = _signature(inputs, {with_dtypes})")
     for part in parts:

@@ -78,6 +78,11 @@ STEERING: dict[str, dict[tuple[str, int], tuple[float, str, str]]] = {
         ("tile", 1): (1.0, "wider contiguous tiles coalesce better", "fewer wasted sectors"),
     },
     "compute_bound": {
+        ("tensor_cores", 1): (
+            2.0,
+            "fp32 products on the tensor cores (three TF32 passes, fp32-level accuracy) instead of FMA loops",
+            "several times the math throughput",
+        ),
         ("stages", 1): (1.0, "deeper pipelining keeps the math units fed", "higher pipe utilization"),
         ("tile", 1): (1.0, "larger tiles reuse each loaded value more", "fewer loads per FLOP"),
     },

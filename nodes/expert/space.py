@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 Space = dict[str, list]
-Role = Literal["tile", "split", "warps", "stages", "other"]
+Role = Literal["tile", "split", "warps", "stages", "tensor_cores", "other"]
 
 ENUMERATE_LIMIT = 50_000
 
@@ -30,6 +30,8 @@ def key_role(key: str) -> Role:
         return "warps"
     if upper == "NUM_STAGES":
         return "stages"
+    if "TF32" in upper:  # an fp32 dot on the tensor cores (an Inductor module's DOT_TF32X3)
+        return "tensor_cores"
     if "SPLIT" in upper or "PARTITION" in upper:
         return "split"
     if any(word in upper for word in ("BLOCK", "TILE", "ROWS", "CHUNK", "PER_PROG", "GROUP")):
