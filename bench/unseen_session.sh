@@ -9,8 +9,12 @@
 #        replay-TASK   the expert search replayed against OUT/brute/TASK.json (10 seeds; no GPU needed)
 #        summary       OUT/unseen.md: each run against its brute force, % of the same-size ceiling per shape
 # TASK: add_rmsnorm softmax gqa_decode (tasks/) or colsum_cpu_gen stencil_cpu_gen scale_shift_cpu_gen
-# (tests/fixtures/tasks/). With PACK=FILE.tgz set, OUT is packed into that file after every part.
+# (tests/fixtures/tasks/). With PACK=FILE.tgz set, OUT is packed into that file after every part. With
+# SECONDS_LEFT=N, the parts together stop within N seconds (each part gets what is left; a resumable part
+# goes on in the next call).
 set -u
+END=$(( $(date +%s) + ${SECONDS_LEFT:-100000} ))
+left() { local l=$(( END - $(date +%s) )); echo $(( l < $1 ? l : $1 )); }
 OUT=${1:?output folder}; shift
 PARTS=${*:-summary}
 mkdir -p "$OUT/brute" "$OUT/runs"
@@ -18,13 +22,14 @@ export PYTHONUNBUFFERED=1
 folder() { if [ -d "tasks/$1" ]; then echo "tasks/$1"; else echo "tests/fixtures/tasks/$1"; fi; }
 for part in $PARTS; do
   echo "=== $part"
+  if [ "$(left 600)" -lt 30 ]; then echo "skipped: under 30 s left"; continue; fi
   case $part in
-    brute-*) t=${part#brute-}; timeout 580 python3 bench/brute_force.py "$(folder "$t")" --out "$OUT/brute/$t.json" \
+    brute-*) t=${part#brute-}; timeout "$(left 580)" python3 bench/brute_force.py "$(folder "$t")" --out "$OUT/brute/$t.json" \
                --chunk 24 --retime 5 2>&1 | tee -a "$OUT/brute/$t.log" | tail -5 ;;
     run-*) t=${part#run-}; run="$OUT/runs/$t"
            if [ -f "$run/checkpoints.sqlite" ]; then args=(--resume "$run"); else
              args=("$(folder "$t")" --device cuda --no-memory --run-dir "$run" --set budget.minutes="${RUN_MINUTES:-8}"); fi
-           timeout 590 python3 -m graph.run "${args[@]}" --unattended 2>&1 | tee -a "$OUT/runs/$t.log" | tail -8 ;;
+           timeout "$(left 590)" python3 -m graph.run "${args[@]}" --unattended 2>&1 | tee -a "$OUT/runs/$t.log" | tail -8 ;;
     replay-*) t=${part#replay-}; python3 bench/replay_search.py "$OUT/brute/$t.json" --seeds 0-9 \
                 2>&1 | tee "$OUT/brute/$t.replay.txt" | tail -3 ;;
     summary) python3 bench/unseen_summary.py "$OUT" ;;

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from loop.records import ShapeRow
 from loop.scoring import judged_pct
 from tools.dispatch import shape_label
+from tools.results import same_size_copy_pct
 from tools.task import meets_min_dims
 
 SizeClass = Literal["launch_bound", "bandwidth_bound"]
@@ -51,9 +52,9 @@ class ShapeStanding(BaseModel):
 
 def size_class(row: ShapeRow, launch_bound_below_pct: float) -> SizeClass | None:
     """What a copy of this shape's bytes reaches of the copy bandwidth decides (see the module doc)."""
-    if row.ceiling_pct is None or row.roofline_pct is None or row.ceiling_pct <= 0:
+    copy_of_this_size = same_size_copy_pct(row.roofline_pct, row.ceiling_pct)
+    if copy_of_this_size is None:
         return None
-    copy_of_this_size = 100 * row.roofline_pct / row.ceiling_pct
     return "launch_bound" if copy_of_this_size < launch_bound_below_pct else "bandwidth_bound"
 
 

@@ -21,7 +21,8 @@ def candidate_of(attempt: Attempt, folder: RunFolder) -> Candidate:
 
 def watchdog_accepts(step: Step, new: Attempt, previous: Attempt) -> bool:
     """On a GPU ``new`` is re-timed against ``previous`` in one process, and a regression beyond
-    ``watchdog.max_regression`` at any shape keeps ``previous``; the comparison goes into the trail."""
+    ``watchdog.max_regression`` at any shape keeps ``previous`` (at a launch-bound size only when the
+    geomean is not faster: tools.watchdog says why); the comparison goes into the trail."""
     settings = step.run.settings
     verdict = recheck_new_best(
         step.task,
@@ -30,6 +31,7 @@ def watchdog_accepts(step: Step, new: Attempt, previous: Attempt) -> bool:
         candidate_of(previous, step.folder),
         settings.watchdog.max_regression,
         eval_settings(step.task, settings, step.context),
+        launch_bound_below_pct=settings.profiler.launch_bound_below_pct,
     )
     if verdict.compared:
         step.audit(f"watchdog: {verdict.reason}")

@@ -474,7 +474,7 @@ def test_an_approved_candidate_faces_the_watchdog_before_it_becomes_the_best(tmp
 
     seen: list[tuple[str, str]] = []  # (new, previous) identities
 
-    def regresses(task, device, new, previous, max_regression, settings=None):
+    def regresses(task, device, new, previous, max_regression, settings=None, launch_bound_below_pct=None):
         seen.append((new.identity, previous.identity))
         return WatchdogVerdict(accepted=False, compared=True, same_process=True, interpreted=False,
                                max_regression=max_regression, reason="#1 is 8% slower at N=1200")  # fmt: skip

@@ -1,5 +1,5 @@
-"""The performance watchdog: a new best slower at any shape is rejected, noise is not, and shapes off
-the curve the others draw are flagged.
+"""The performance watchdog: a new best slower at any shape is rejected (at a launch-bound size only when
+it is not faster overall), noise is not, and shapes off the curve the others draw are flagged.
 
 CPU tests use the add_rmsnorm baseline timings measured on the H200 (bench/results) as the previous
 best, with changes injected per shape. The same-process re-time itself runs on a GPU:
@@ -65,6 +65,40 @@ def test_a_five_percent_regression_at_one_shape_rejects_the_new_best():
     assert verdict.regressions[0].ratio == pytest.approx(1.05)
     assert verdict.geomean_ratio < 1
     assert "5.0%" in verdict.reason and str(ROWS[7]["shape"]) in verdict.reason
+
+
+def with_ceilings(rows: list[dict], ceiling_pct: float = 90.0) -> list[dict]:
+    """Rows as the judge writes them: each at ``ceiling_pct`` of a same-size copy, so a copy of the
+    smallest sizes' bytes reaches well under half the copy bandwidth (launch-bound) and the largest' do not."""
+    return [{**r, "ceiling_pct": ceiling_pct} for r in rows]
+
+
+LAUNCH_BOUND_BELOW = 50.0  # configs/default.yaml profiler.launch_bound_below_pct
+
+
+def test_a_launch_bound_shape_slower_is_tolerated_only_when_the_geomean_is_faster():
+    previous = result(with_ceilings(ROWS))
+    # M=1 N=4096 (5.2 us, a copy of its bytes at 0.2% of the copy bandwidth) 15% slower, the rest 40% faster.
+    faster = result(with_ceilings(scaled({0: 1.15}, default=0.6)))
+    verdict = check_regression(faster, previous, launch_bound_below_pct=LAUNCH_BOUND_BELOW)
+    assert verdict.accepted and not verdict.regressions
+    assert [c.shape for c in verdict.tolerated] == [ROWS[0]["shape"]] and verdict.tolerated[0].launch_bound
+    assert "tolerated" in verdict.reason and str(ROWS[0]["shape"]) in verdict.reason
+    assert not check_regression(faster, previous).accepted  # without the size classes: any shape counts
+    slower_only_there = result(with_ceilings(scaled({0: 1.15})))
+    verdict = check_regression(slower_only_there, previous, launch_bound_below_pct=LAUNCH_BOUND_BELOW)
+    assert not verdict.accepted and [c.shape for c in verdict.regressions] == [ROWS[0]["shape"]]
+
+
+def test_a_bandwidth_bound_shape_slower_rejects_the_new_best_whatever_the_geomean():
+    previous = result(with_ceilings(ROWS))
+    new = result(with_ceilings(scaled({9: 1.05}, default=0.6)))  # M=16384 N=8192: a stream
+    verdict = check_regression(new, previous, launch_bound_below_pct=LAUNCH_BOUND_BELOW)
+    assert not verdict.accepted and [c.shape for c in verdict.regressions] == [ROWS[9]["shape"]]
+    assert not verdict.tolerated
+    rows = result(ROWS)  # rows without a same-size ceiling cannot be told launch-bound: strict
+    no_ceilings = check_regression(result(scaled({0: 1.15}, default=0.6)), rows, launch_bound_below_pct=50)
+    assert not no_ceilings.accepted
 
 
 def test_one_percent_noise_either_way_is_accepted():

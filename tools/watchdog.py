@@ -5,6 +5,11 @@ shape's time should sit on the curve the other shapes draw.
   ``max_regression`` (3%) slower, in its median and in its best repeat alike, rejects the new best
   (noise moves one of the two, a real slowdown moves both). Meant for two results re-timed back to
   back in one process (``Evaluator.retime``), so run-to-run drift cannot hide or fake a regression.
+  With ``launch_bound_below_pct``, a launch-bound shape (a copy of its bytes reaches less than that %
+  of the copy bandwidth: its time is a launch, microseconds, not a stream) slower by more is
+  tolerated when the new best is faster in geomean: it is named in the verdict, and the per-shape
+  table (``tools.dispatch``) still holds that shape's faster config. Without it, a few tiny shapes
+  would keep a config that is several times slower at every streaming shape.
 - ``expected_curve_outliers(per_shape)``: each shape's time against a latency + bandwidth curve
   (time = t0 + bytes / bandwidth) fitted to the *other* shapes; a shape off the curve by more than
   ``factor`` is flagged (a config that suits the large shapes may starve the small ones).
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from tools.dispatch import geomean_or_none
-from tools.results import EvalResult, ShapeTiming
+from tools.results import EvalResult, ShapeTiming, same_size_copy_pct
 
 if TYPE_CHECKING:
     from tools.candidate import Candidate
@@ -42,6 +47,7 @@ class ShapeChange(BaseModel):
     new_us: float
     ratio: float = Field(description="new / previous median: above 1 is slower")
     min_ratio: float = Field(description="new / previous best repeat")
+    launch_bound: bool = Field(default=False, description="a launch-bound size (see check_regression)")
 
 
 class WatchdogVerdict(BaseModel):
@@ -54,6 +60,9 @@ class WatchdogVerdict(BaseModel):
     )
     interpreted: bool = Field(description="interpreter wall times: a ranking, not a speed claim")
     regressions: list[ShapeChange] = []
+    tolerated: list[ShapeChange] = Field(
+        default=[], description="launch-bound shapes slower by more than max_regression, the geomean faster"
+    )
     changes: list[ShapeChange] = []
     geomean_ratio: float | None = None
 
@@ -78,10 +87,14 @@ def _as_result(value: EvalResult | dict) -> EvalResult:
 
 
 def check_regression(
-    new: EvalResult | dict, previous: EvalResult | dict, max_regression: float = MAX_REGRESSION
+    new: EvalResult | dict,
+    previous: EvalResult | dict,
+    max_regression: float = MAX_REGRESSION,
+    launch_bound_below_pct: float | None = None,
 ) -> WatchdogVerdict:
     """Accept ``new`` only if no shape is more than ``max_regression`` slower than in ``previous``,
-    in the median and the best repeat alike.
+    in the median and the best repeat alike; with ``launch_bound_below_pct``, a launch-bound shape's
+    regression is tolerated when ``new`` is faster in geomean (the module doc says why).
 
     A new result that failed (or lacks a shape the previous one timed) is rejected. A previous result
     that failed its re-time leaves nothing to compare against: the new one is accepted, ``compared``
@@ -129,12 +142,16 @@ def check_regression(
             new_us=timed[_key(p)].median_us,
             ratio=timed[_key(p)].median_us / p.median_us,
             min_ratio=timed[_key(p)].min_us / p.min_us if p.min_us > 0 else math.inf,
+            launch_bound=_launch_bound(p, launch_bound_below_pct),
         )
         for p in previous.metrics.per_shape
     ]
     slower = [c for c in changes if min(c.ratio, c.min_ratio) > 1 + max_regression]
-    regressions = sorted(slower, key=lambda c: -c.ratio)
+    slower.sort(key=lambda c: -c.ratio)
     geomean_ratio = geomean_or_none(c.ratio for c in changes if c.ratio > 0)
+    faster_overall = geomean_ratio is not None and geomean_ratio < 1
+    tolerated = [c for c in slower if c.launch_bound and faster_overall]
+    regressions = [c for c in slower if c not in tolerated]
     if regressions:
         worst = regressions[0]
         reason = (
@@ -143,19 +160,34 @@ def check_regression(
             f"{worst.new_us:.2f} us (+{100 * (worst.ratio - 1):.1f}%)"
         )
     else:
+        where = "shape" if not tolerated else "bandwidth-bound shape"
         reason = (
-            f"no shape slower by more than {100 * max_regression:g}% "
+            f"no {where} slower by more than {100 * max_regression:g}% "
             f"(geomean {100 * ((geomean_ratio or 1) - 1):+.1f}%)"
+        )
+    if tolerated and not regressions:
+        worst = tolerated[0]
+        reason += (
+            f"; {len(tolerated)} launch-bound shape(s) slower, tolerated as the geomean is faster: worst "
+            f"{worst.shape} {worst.dtype}: {worst.previous_us:.2f} -> {worst.new_us:.2f} us "
+            f"(+{100 * (worst.ratio - 1):.1f}%); the per-shape table keeps each shape's fastest config"
         )
     return WatchdogVerdict(
         accepted=not regressions,
         compared=True,
         reason=reason,
         regressions=regressions,
+        tolerated=tolerated,
         changes=changes,
         geomean_ratio=geomean_ratio,
         **base,
     )
+
+
+def _launch_bound(row: ShapeTiming, below_pct: float | None) -> bool:
+    """A size where even a copy of its bytes streams at less than ``below_pct`` of the copy bandwidth."""
+    copy_pct = same_size_copy_pct(row.roofline_pct, row.ceiling_pct)
+    return below_pct is not None and copy_pct is not None and copy_pct < below_pct
 
 
 # -- the expected curve ------------------------------------------------------------------------------
@@ -257,9 +289,10 @@ def render_markdown(verdict: WatchdogVerdict | None, outliers: list[CurveOutlier
             f"- re-time against the previous best ({where}): "
             f"{'accepted' if verdict.accepted else 'rejected'}: {verdict.reason}"
         )
-        for c in verdict.regressions:
+        for c in verdict.regressions + verdict.tolerated:
             lines.append(
                 f"  - {c.shape} {c.dtype}: {c.previous_us:.2f} -> {c.new_us:.2f} us (+{100 * (c.ratio - 1):.1f}%)"
+                + (" (launch-bound, tolerated)" if c in verdict.tolerated else "")
             )
     if outliers:
         lines.append(
@@ -287,7 +320,11 @@ def _no_retime(max_regression: float) -> WatchdogVerdict:
 
 
 def guard_new_best(
-    evaluator: Evaluator, new: Candidate, previous: Candidate, max_regression: float = MAX_REGRESSION
+    evaluator: Evaluator,
+    new: Candidate,
+    previous: Candidate,
+    max_regression: float = MAX_REGRESSION,
+    launch_bound_below_pct: float | None = None,
 ) -> WatchdogVerdict:
     """Re-time ``previous`` and ``new`` back to back in one process and judge ``new``.
 
@@ -295,7 +332,7 @@ def guard_new_best(
     if evaluator.device != "cuda":
         return _no_retime(max_regression)
     previous_result, new_result = evaluator.retime([previous, new])
-    return check_regression(new_result, previous_result, max_regression)
+    return check_regression(new_result, previous_result, max_regression, launch_bound_below_pct)
 
 
 def recheck_new_best(
@@ -305,6 +342,7 @@ def recheck_new_best(
     previous: Candidate,
     max_regression: float = MAX_REGRESSION,
     settings: EvalSettings | None = None,
+    launch_bound_below_pct: float | None = None,
 ) -> WatchdogVerdict:
     """Re-time a new best against the previous one on the GPU (fresh workers of the run's own judge) and
     judge it; on the CPU nothing is re-timed (accepted, ``compared`` False). The run's judge, not a second
@@ -315,7 +353,7 @@ def recheck_new_best(
         return _no_retime(max_regression)
     settings = settings or EvalSettings.for_task(task)
     evaluator = Evaluator(task, "cuda", settings, backend=shared_backend(task, "cuda", settings))
-    return guard_new_best(evaluator, new, previous, max_regression)
+    return guard_new_best(evaluator, new, previous, max_regression, launch_bound_below_pct)
 
 
 __all__ = [
