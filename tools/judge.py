@@ -383,12 +383,21 @@ class Judge:
 
     def _check_while_timing(self, jobs: list[dict], parallel: int, rid: Any, say: Any) -> None:
         """Each candidate timed as soon as it passed, one at a time with the GPU to itself (the gate), while
-        the others are still checked."""
+        the others are still checked. At most ``parallel + 1`` candidates are alive at once: a passed one
+        keeps its worker (a CUDA context, its inputs and outputs) until it is timed, and checks that outran
+        the timing filled an H200 with waiting workers by the end of a 24-candidate softmax batch."""
         passed: queue.Queue = queue.Queue()
+        alive = threading.BoundedSemaphore(parallel + 1)
 
         def check(job: dict) -> None:
-            result, session = self.evaluate_one(job, True)
+            alive.acquire()
+            try:
+                result, session = self.evaluate_one(job, True)
+            except BaseException:
+                alive.release()
+                raise
             if session is None:
+                alive.release()
                 say({"id": rid, "key": job["key"], "result": result})
             else:
                 passed.put((job, session, result))
@@ -402,6 +411,8 @@ class Judge:
                 except Exception as exc:  # the judge's own fault: said, and the next candidate still timed
                     session.kill()
                     timed = {**result, **_internal(exc)}
+                finally:
+                    alive.release()
                 say({"id": rid, "key": job["key"], "result": timed})
 
         timer = threading.Thread(target=time_each, name="timing", daemon=True)

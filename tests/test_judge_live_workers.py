@@ -1,0 +1,41 @@
+"""A GPU batch keeps few candidate workers alive: a passed candidate holds its worker (a CUDA context,
+its inputs and outputs) until it is timed, so checks that outrun the timing must wait, not pile up."""
+
+import contextlib
+import threading
+import time
+
+from tools.judge import Judge
+
+
+class SlowTimingJudge:
+    """Judge._check_while_timing's collaborators: quick checks that always pass, a slow timer."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.alive = 0
+        self.most_alive = 0
+        self.gate = self
+
+    def exclusive(self):
+        return contextlib.nullcontext()
+
+    def evaluate_one(self, job: dict, timed: bool):
+        with self.lock:
+            self.alive += 1
+            self.most_alive = max(self.most_alive, self.alive)
+        return {"key": job["key"], "verdict": "pass"}, object()
+
+    def time_one(self, session: object, checked: dict) -> dict:
+        time.sleep(0.02)
+        with self.lock:
+            self.alive -= 1
+        return checked
+
+
+def test_checks_that_outrun_the_timing_wait_for_it_instead_of_piling_up_workers():
+    judge = SlowTimingJudge()
+    said: list[dict] = []
+    Judge._check_while_timing(judge, [{"key": i} for i in range(24)], 2, "r", said.append)
+    assert sorted(s["key"] for s in said) == list(range(24))
+    assert judge.most_alive <= 3, f"{judge.most_alive} candidate workers alive at once"
