@@ -6,6 +6,7 @@ import threading
 import time
 
 from tools.judge import Judge
+from tools.judge_settings import JudgeSettings
 
 
 class SlowTimingJudge:
@@ -39,3 +40,23 @@ def test_checks_that_outrun_the_timing_wait_for_it_instead_of_piling_up_workers(
     Judge._check_while_timing(judge, [{"key": i} for i in range(24)], 2, "r", said.append)
     assert sorted(s["key"] for s in said) == list(range(24))
     assert judge.most_alive <= 3, f"{judge.most_alive} candidate workers alive at once"
+
+
+class BatchJudge(SlowTimingJudge):
+    """Judge.evaluate's collaborators, without overlap: checks first, then timings."""
+
+    def __init__(self, max_waiting: int) -> None:
+        super().__init__()
+        self.overlapping = False
+        self.device = "cuda"
+        self._zygote = None
+        self.settings = JudgeSettings(max_waiting=max_waiting)
+
+
+def test_a_batch_checked_before_its_timings_keeps_at_most_max_waiting_workers_alive():
+    judge = BatchJudge(max_waiting=8)
+    said: list[dict] = []
+    Judge.evaluate(judge, {"id": "r", "jobs": [{"key": i} for i in range(24)], "parallel": 2}, said.append)
+    assert [s["key"] for s in said if "key" in s] == list(range(24))
+    assert said[-1]["done"]
+    assert judge.most_alive <= 8, f"{judge.most_alive} candidate workers alive at once"

@@ -373,11 +373,14 @@ class Judge:
         if self.overlapping:
             self._check_while_timing(jobs, parallel, request["id"], say)
         else:
-            with ThreadPoolExecutor(max_workers=parallel) as pool:
-                list(pool.map(check, jobs))
             order = {job["key"]: i for i, job in enumerate(jobs)}
-            for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
-                say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
+            group = max(1, self.settings.max_waiting)
+            for start in range(0, len(jobs), group):
+                with ThreadPoolExecutor(max_workers=parallel) as pool:
+                    list(pool.map(check, jobs[start : start + group]))
+                for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
+                    say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
+                passed.clear()
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
 

@@ -33,8 +33,12 @@ class JudgeSettings:
     confirm_content_ratio: float = 1.25  # rotating inputs this much slower than repeated ones: a cache
     # Time each candidate as soon as it passes, while others are still checked: their Triton compiling is
     # moved into commands that launch nothing, and the GPU gate keeps every check off the GPU during a
-    # timed run (tools/gpu_gate.py). Off: every check of a batch ends before the first timing.
+    # timed run (tools/gpu_gate.py). Off: every check of a group (max_waiting) ends before its first timing.
     overlap_timing: bool = False
+    # Passed candidates waiting for their timing at once, each a worker with its own CUDA context and
+    # cached memory: a whole 24-candidate softmax batch of them filled an H200. Without overlap, a batch is
+    # checked and timed in groups of this size; with it, at most parallel + 1 candidates are alive.
+    max_waiting: int = 8
 
 
 class Verdict(Exception):

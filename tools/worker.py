@@ -414,6 +414,8 @@ class Session:
     def op_unmap(self, msg: dict) -> dict:
         self.arena = torch.empty(0, dtype=torch.uint8)
         _sync()
+        if self.device == "cuda":  # a parked worker keeps no cached memory while it waits to be timed
+            torch.cuda.empty_cache()
         return {"ok": True}
 
     def op_map(self, msg: dict) -> dict:
