@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from loop.records import ShapeRow
 from loop.scoring import judged_pct
 from tools.dispatch import shape_label
-from tools.results import same_size_copy_pct
+from tools.results import SizeClass, size_class
 from tools.task import meets_min_dims
-
-SizeClass = Literal["launch_bound", "bandwidth_bound"]
 
 
 class ShapeStanding(BaseModel):
@@ -50,14 +47,6 @@ class ShapeStanding(BaseModel):
         return f"{shape_label(self.shape)} {self.dtype or ''}".strip()
 
 
-def size_class(row: ShapeRow, launch_bound_below_pct: float) -> SizeClass | None:
-    """What a copy of this shape's bytes reaches of the copy bandwidth decides (see the module doc)."""
-    copy_of_this_size = same_size_copy_pct(row.roofline_pct, row.ceiling_pct)
-    if copy_of_this_size is None:
-        return None
-    return "launch_bound" if copy_of_this_size < launch_bound_below_pct else "bandwidth_bound"
-
-
 def shape_standings(
     rows: Iterable[ShapeRow],
     near_pct: float,
@@ -77,7 +66,7 @@ def shape_standings(
                 median_us=row.median_us,
                 copy_pct=row.roofline_pct,
                 ceiling_pct=pct,
-                size_class=size_class(row, launch_bound_below_pct),
+                size_class=size_class(row.roofline_pct, row.ceiling_pct, launch_bound_below_pct),
                 at_ceiling=pct is not None and pct >= near_pct,
                 gain_pct=gain,
                 judged=meets_min_dims(row.shape, min_dims),

@@ -31,13 +31,18 @@ ErrorType = Literal[
 ERROR_TYPES: tuple[str, ...] = ErrorType.__args__  # type: ignore[attr-defined]
 
 
-def same_size_copy_pct(roofline_pct: float | None, ceiling_pct: float | None) -> float | None:
-    """What a device copy of a shape's bytes reaches of the copy bandwidth (% of it): the kernel's % of
-    the copy bandwidth over its % of that same-size copy. Below a few tens of percent, launch, ramp-up and
-    tail dominate the shape's time (a launch-bound size); None without a ceiling to tell."""
+SizeClass = Literal["launch_bound", "bandwidth_bound"]
+
+
+def size_class(
+    roofline_pct: float | None, ceiling_pct: float | None, launch_bound_below_pct: float
+) -> SizeClass | None:
+    """What a device copy of a shape's bytes reaches of the copy bandwidth (the kernel's % of the copy
+    bandwidth over its % of that same-size copy) decides: below ``launch_bound_below_pct``, launch,
+    ramp-up and tail dominate the shape's time (launch-bound); None without a ceiling to tell."""
     if roofline_pct is None or ceiling_pct is None or ceiling_pct <= 0:
         return None
-    return 100 * roofline_pct / ceiling_pct
+    return "launch_bound" if 100 * roofline_pct / ceiling_pct < launch_bound_below_pct else "bandwidth_bound"
 
 
 class ShapeTiming(BaseModel):

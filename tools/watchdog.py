@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from tools.dispatch import geomean_or_none
-from tools.results import EvalResult, ShapeTiming, same_size_copy_pct
+from tools.results import EvalResult, ShapeTiming, size_class
 
 if TYPE_CHECKING:
     from tools.candidate import Candidate
@@ -185,9 +185,7 @@ def check_regression(
 
 
 def _launch_bound(row: ShapeTiming, below_pct: float | None) -> bool:
-    """A size where even a copy of its bytes streams at less than ``below_pct`` of the copy bandwidth."""
-    copy_pct = same_size_copy_pct(row.roofline_pct, row.ceiling_pct)
-    return below_pct is not None and copy_pct is not None and copy_pct < below_pct
+    return below_pct is not None and size_class(row.roofline_pct, row.ceiling_pct, below_pct) == "launch_bound"
 
 
 # -- the expected curve ------------------------------------------------------------------------------
