@@ -67,6 +67,8 @@ class EvalSettings:
     cluster: str | None = None
     # The judge times each candidate as it passes while others are still checked (tools.judge_settings)
     overlap_timing: bool = False
+    # Without overlap: passed candidates parked at once, waiting for their group's timings (tools.judge_settings)
+    max_waiting: int = 16
 
     @classmethod
     def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
@@ -88,6 +90,7 @@ class EvalSettings:
             "file_bytes": self.max_file_bytes,
             "timing": asdict(self.timing),
             "overlap_timing": self.overlap_timing,
+            "max_waiting": self.max_waiting,
         }
 
 

@@ -374,7 +374,7 @@ class Judge:
             self._check_while_timing(jobs, parallel, request["id"], say)
         else:
             order = {job["key"]: i for i, job in enumerate(jobs)}
-            group = max(1, self.settings.max_waiting)
+            group = max(1, self.settings.max_waiting, parallel)
             for start in range(0, len(jobs), group):
                 with ThreadPoolExecutor(max_workers=parallel) as pool:
                     list(pool.map(check, jobs[start : start + group]))
