@@ -20,6 +20,7 @@ correctness), ``tools/timed.py`` (checked timing and the re-measure of a win), `
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -55,6 +56,10 @@ from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, flus
 from tools.zygote import Zygote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Checks (or timings) of one candidate run again after the judge itself ran out of device memory: big
+# tasks' reference caches, arenas and comparisons share one device with 15 workers (a softmax brute force
+# on the H200 lost 3 of 72 candidates to it).
+JUDGE_OOM_RETRIES = 2
 
 
 class Judge:
@@ -80,6 +85,7 @@ class Judge:
         self.flush_us = _flush_us() if self.device == "cuda" else 0.0
         self._layout: staging.Layout | None = None
         self._layout_lock = threading.Lock()
+        self._retry_lock = threading.Lock()  # one re-check at a time after the judge ran out of memory
         self._arenas: staging.ArenaPool | None = None
         self._degenerate: str | None = None
         self._ceilings: dict[int, float] = {}
@@ -224,7 +230,19 @@ class Judge:
             return self._ceilings[moved]
 
     def evaluate_one(self, job: dict[str, Any], time_it: bool) -> tuple[dict[str, Any], Session | None]:
-        """Compile + correctness; (result, the open session when it passed and will be timed)."""
+        """Compile + correctness; (result, the open session when it passed and will be timed). The judge
+        running out of device memory is no verdict on the candidate: its cache is emptied and the candidate
+        checked again, one retried candidate at a time."""
+        result, session = self._evaluate_once(job, time_it)
+        for _ in range(JUDGE_OOM_RETRIES):
+            if not result.get("details", {}).get("judge_out_of_memory"):
+                break
+            with self._retry_lock:
+                _free_judge_memory()
+                result, session = self._evaluate_once(job, time_it)
+        return result, session
+
+    def _evaluate_once(self, job: dict[str, Any], time_it: bool) -> tuple[dict[str, Any], Session | None]:
         session = Session(self, job)
         checks = Checks(session)
         try:
@@ -267,7 +285,7 @@ class Judge:
         with session.phase("timing"):
             try:
                 session.unpark()
-                metrics, kernels = Timing(session).run()
+                metrics, kernels = self._timed(session)
                 result = {**checked, "stage": "timing", "metrics": metrics, "grids": kernels}
             except Verdict as verdict:
                 result = {**checked, **verdict.fields}
@@ -278,6 +296,15 @@ class Judge:
             result = {**checked, **Verdict("timing", "forbidden_construct", problem).fields}
         result["stage_seconds"] = dict(session.seconds)
         return result
+
+    def _timed(self, session: Session) -> tuple[dict[str, Any], Any]:
+        for _ in range(JUDGE_OOM_RETRIES):
+            try:
+                return Timing(session).run()
+            except torch.OutOfMemoryError:  # the judge's own: its cache emptied, the candidate timed again
+                with self._retry_lock:
+                    _free_judge_memory()
+        return Timing(session).run()
 
     def _finish(self, result: dict[str, Any], session: Session, checks: Checks) -> dict[str, Any]:
         result = dict(result)
@@ -453,7 +480,16 @@ def _flush_us() -> float:
 
 def _internal(exc: BaseException) -> dict[str, Any]:
     log = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return Verdict("correctness", "runtime_error", f"the judge failed on this candidate: {type(exc).__name__}: {exc}", log).fields
+    oom = {"judge_out_of_memory": True} if isinstance(exc, torch.OutOfMemoryError) else {}
+    return Verdict("correctness", "runtime_error", f"the judge failed on this candidate: {type(exc).__name__}: {exc}",
+                   log, details=oom).fields  # fmt: skip
+
+
+def _free_judge_memory() -> None:
+    """What the judge's allocator caches (freed blocks of references and comparisons) back to the device."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
