@@ -103,6 +103,27 @@ def test_a_gain_is_more_than_1pct_on_the_best_or_on_the_per_shape_table():
     assert last_gain(history_of([base, [(c(128, 4), 101.0)], [(c(256, 4), 102.0)]]), 0.01) == (0, 2)
 
 
+def with_shapes(history: list[dict[str, Any]], times: list[tuple[float, float]]) -> list[dict[str, Any]]:
+    """Each attempt's two shapes at the given times (its geomean recomputed from them)."""
+    for h, (small, large) in zip(history, times, strict=True):
+        h["per_shape"] = [{"shape": {"N": 64}, "dtype": "float32", "median_us": small},
+                          {"shape": {"N": 4096}, "dtype": "float32", "median_us": large}]  # fmt: skip
+        h["geomean_us"] = math.sqrt(small * large)
+    return history
+
+
+def test_a_per_shape_table_gain_counts_only_when_the_table_is_what_export_would_ship():
+    base = [(c(64, 2), 0.0)]
+    rounds = [base, [(c(128, 4), 0.0)], [(c(256, 4), 0.0)]]
+    # round 2 wins the large shape by 3%: the table gains 1.5%, but beats the best config by 1.5% only
+    # (export keeps one config under 2%): no progress to keep searching for
+    small_win = with_shapes(history_of(rounds), [(20.0, 200.0), (10.0, 100.0), (11.0, 97.0)])
+    assert last_gain(small_win, 0.01) == (1, 1)
+    # by 10%, the table beats the best by 5%: export hands the table back, and that gain counts
+    big_win = with_shapes(history_of(rounds), [(20.0, 200.0), (10.0, 100.0), (11.0, 90.0)])
+    assert last_gain(big_win, 0.01) == (2, 0)
+
+
 def test_converged_once_the_top_configs_are_local_optima_and_two_rounds_gained_nothing():
     gain = [(c(128, 4), 90.0), (c(256, 4), 91.0)]  # round 1: the top two
     rest = [(c(64, 4), 95.0), (c(128, 2), 96.0), (c(128, 8), 95.5), (c(512, 4), 94.0), (c(256, 2), 97.0)]

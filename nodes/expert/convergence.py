@@ -6,8 +6,9 @@ The rule, both halves at once:
   variant) has been evaluated, or is ruled out (a value that failed twice and never passed, a config
   that failed in a similar past case);
 - and the last ``search.converge_rounds`` evaluated rounds gained no more than ``search.converge_gain``
-  (1%) on the best geomean or on the per-shape table (each shape's fastest config, what export hands
-  back when it wins).
+  (1%) on the best geomean or on the per-shape table (each shape's fastest config); a table gain counts
+  only while the table beats the best config by export's margin (tools.dispatch.table_wins, 2%), since
+  otherwise export hands back the one config and the gain is nobody's.
 
 Restarts and the neighbours of the lower-ranked configs may still find something; the rule says they
 are unlikely to, not that they cannot, and the reason names what was checked.
@@ -23,13 +24,14 @@ from loop.records import Attempt
 from loop.roles import AgentContext
 from loop.scoring import table_geomean
 from nodes.expert.space import neighbours
+from tools.dispatch import table_wins
 
 Seen = Callable[[str, dict[str, Any]], bool]
 
 
 def last_gain(history: list[dict[str, Any]], threshold: float) -> tuple[int, int]:
-    """(the last round that made the best passing geomean or the per-shape table's geomean faster by more
-    than ``threshold``, the evaluated rounds since); round 0, the baseline, sets both."""
+    """(the last round that made the best passing geomean, or the per-shape table's geomean while the table
+    would ship, faster by more than ``threshold``, the evaluated rounds since); round 0 sets both."""
     by_round: dict[int, list[Attempt]] = {}
     for h in history:
         by_round.setdefault(h.get("round", 0), []).append(Attempt.model_validate(h))
@@ -41,7 +43,8 @@ def last_gain(history: list[dict[str, Any]], threshold: float) -> tuple[int, int
         passing = [a.geomean_us for a in by_round[rnd] if a.passed and a.geomean_us]
         round_best = min(passing, default=math.inf)
         round_table = table_geomean(done) or math.inf
-        if round_best < best * (1 - threshold) or round_table < table * (1 - threshold) or rnd == 0:
+        shipped = table_wins(round_table, min(best, round_best))  # the table is what export hands back
+        if round_best < best * (1 - threshold) or (shipped and round_table < table * (1 - threshold)) or rnd == 0:
             gained_at, stale = rnd, 0
         else:
             stale += 1
