@@ -1,7 +1,8 @@
 """The budget: rounds, candidates and active minutes, whichever is spent first.
 
 The minutes are a promise: a round is not started when the rounds so far say it would end past them
-(the mean round: the active time since the baseline was timed, over the rounds done).
+(the mean round: the active time since the baseline was timed, over the rounds done), and a round's
+candidates are checked only until they run out (``seconds_left``, passed to the judge by nodes/evaluate).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class Budget(BaseModel):
     @property
     def candidates_left(self) -> int:
         return max((self.limits.candidates or 0) - self.evaluated, 0)
+
+    def seconds_left(self) -> float:
+        """Active seconds left of the minutes budget (0 when spent)."""
+        return max(self.limits.minutes * 60 - self.active_s, 0.0)
 
     def mean_round_s(self) -> float | None:
         """Mean active seconds per evaluated round since the baseline was timed; None before the first

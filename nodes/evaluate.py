@@ -6,6 +6,7 @@ Each finished EvalResult lands in results/<identity>.json as it arrives; when th
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from langgraph.types import Command
@@ -146,9 +147,12 @@ def results_for(
         settled(i, result, "evaluated")
 
     if pending:
+        settings = eval_settings(step.task, state.settings, step.context)
+        # a candidate that would hold the round past the run's minutes is cut there (tools/judge.py)
+        settings.run_deadline_unix = time.time() + budget_of(state).seconds_left() - step.elapsed()
         evaluate_many = evaluator_for(step.context)
         evaluate_many(step.task, [candidates[i] for i in pending], device=state.device, baseline=baseline,
-                      on_result=arrived, settings=eval_settings(step.task, state.settings, step.context))  # fmt: skip
+                      on_result=arrived, settings=settings)  # fmt: skip
     missing = [candidates[i].identity for i, r in enumerate(results) if r is None]
     if missing:
         raise RuntimeError(f"the evaluator returned no result for {', '.join(missing)}")

@@ -7,6 +7,7 @@ second; the real evaluator runs in tests/test_graph_cli.py, tests/test_resume.py
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -464,6 +465,18 @@ def test_the_hold_threshold_reaches_the_evaluator_from_the_settings(tmp_path):
     assert {s.suspicious_speedup for s in raised.evaluator.settings} == {60.0}
     with pytest.raises(Exception, match="evaluator.suspicious_speedup"):
         run("wrong", {"suspicious_speedup": 0}).start()
+
+
+def test_the_evaluator_is_told_when_the_runs_minutes_end(tmp_path):
+    """The minutes budget is a promise: a round's candidates are checked only until the run's minutes
+    run out (the judge cuts a longer check there), not for the whole check timeout each."""
+    started = time.time()
+    run = Run(tmp_path, ScriptedProposer([[prop(64, 1)]]), **one_per_round(rounds=1, minutes=2)).start()
+    ended = time.time()
+    deadlines = [s.run_deadline_unix for s in run.evaluator.settings if s is not None and s.run_deadline_unix]
+    assert deadlines, "no round's evaluator call carried the run's deadline"
+    assert all(started < d <= ended + 120 for d in deadlines), (started, deadlines)
+    assert all(d > started + 60 for d in deadlines)  # a 2-minute run that spent seconds: most of it is left
 
 
 def test_an_approved_candidate_faces_the_watchdog_before_it_becomes_the_best(tmp_path, monkeypatch):

@@ -201,7 +201,8 @@ class LocalBackend:
         path = scratch / "candidate.py"
         path.write_text(job["source"])
         return {"key": job["key"], "candidate": str(path), "config": job["config"], "identity": job["identity"],
-                "scratch": str(scratch), "triton_cache": str(scratch / "triton_cache")}  # fmt: skip
+                "scratch": str(scratch), "triton_cache": str(scratch / "triton_cache"),
+                "deadline_unix": job.get("deadline_unix")}  # fmt: skip
 
     def evaluate(self, jobs: list[dict[str, Any]], finished: Finished) -> None:
         """Every job through the judge; a judge that dies is started again and what it left is sent again

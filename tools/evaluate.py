@@ -69,6 +69,10 @@ class EvalSettings:
     overlap_timing: bool = False
     # Without overlap: passed candidates parked at once, waiting for their group's timings (tools.judge_settings)
     max_waiting: int = 16
+    # The run's budget, as a wall-clock time (time.time()): a candidate's checks are cut when it runs out
+    # (at least MIN_CHECK_S each, tools/judge.py) instead of holding the round for check_timeout_s. None:
+    # check_timeout_s alone. Not a judge setting: each request carries its own.
+    run_deadline_unix: float | None = None
 
     @classmethod
     def for_task(cls, task: Task, **overrides: Any) -> EvalSettings:
@@ -182,9 +186,9 @@ class Evaluator:
             return EvalResult.failure("static", report.error_type or "forbidden_construct", report.message, report.log)
         return None
 
-    @staticmethod
-    def _job(key: int, cand: Candidate) -> dict[str, Any]:
-        return {"key": key, "source": cand.source, "config": cand.config, "identity": cand.identity}
+    def _job(self, key: int, cand: Candidate) -> dict[str, Any]:
+        return {"key": key, "source": cand.source, "config": cand.config, "identity": cand.identity,
+                "deadline_unix": self.settings.run_deadline_unix}  # fmt: skip
 
     def evaluate_many(
         self,

@@ -31,6 +31,8 @@ class Session:
         self.channel: JudgeEnd | None = None
         self.pid: int | None = None
         self.deadline = 0.0
+        self.check_limit_s = judge.settings.check_timeout_s
+        self.cut_by_run = False  # the run's budget, not the check timeout, set check_limit_s
         self.stage = "compile"
         self.resources: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
@@ -125,7 +127,12 @@ class Session:
         if exc.kind == "timeout":
             self.kill()
             timing = self.stage == "timing"
-            limit = self.judge.settings.timing_timeout_s if timing else self.judge.settings.check_timeout_s
+            if not timing and self.cut_by_run:
+                return Verdict("correctness", "timeout",
+                               f"the candidate's checks were not done within {self.check_limit_s:.0f} s, when the "
+                               f"run's budget ran out (the check timeout is {self.judge.settings.check_timeout_s:.0f} s); "
+                               "its worker was killed")  # fmt: skip
+            limit = self.judge.settings.timing_timeout_s if timing else self.check_limit_s
             what = "timing did not finish" if timing else "the candidate did not finish"
             return Verdict("timing" if timing else "correctness", "timeout",
                            f"{what} within {limit:.0f} s (hang or runaway loop); its worker was killed")  # fmt: skip
