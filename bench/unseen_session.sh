@@ -7,6 +7,9 @@
 #                      pause; held candidates stay failures); a run killed by the time limit is resumed by
 #                      the same part
 #        replay-TASK   the expert search replayed against OUT/brute/TASK.json (10 seeds; no GPU needed)
+#        suite-TASK    the run's winner (OUT/runs/TASK) beside torch eager and a static per-shape
+#                      torch.compile, timed in one process on both clocks (bench/suite.py --stages
+#                      export,time --compile default, into OUT/suite.json)
 #        summary       OUT/unseen.md: each run against its brute force, % of the same-size ceiling per shape
 # TASK: add_rmsnorm softmax gqa_decode (tasks/) or colsum_cpu_gen stencil_cpu_gen scale_shift_cpu_gen
 # (tests/fixtures/tasks/). With PACK=FILE.tgz set, OUT is packed into that file after every part. With
@@ -32,6 +35,8 @@ for part in $PARTS; do
            timeout "$(left 590)" python3 -m graph.run "${args[@]}" --unattended 2>&1 | tee -a "$OUT/runs/$t.log" | tail -8 ;;
     replay-*) t=${part#replay-}; python3 bench/replay_search.py "$OUT/brute/$t.json" --seeds 0-9 \
                 2>&1 | tee "$OUT/brute/$t.replay.txt" | tail -3 ;;
+    suite-*) t=${part#suite-}; timeout "$(left 590)" python3 bench/suite.py --out "$OUT" --tasks "$t" \
+               --stages export,time --compile default 2>&1 | tee -a "$OUT/suite_$t.log" | tail -5 ;;
     summary) python3 bench/unseen_summary.py "$OUT" ;;
     *) echo "unknown part: $part" ;;
   esac

@@ -1,10 +1,13 @@
 """The search on each task against its brute force: one markdown table from a GPU session's files.
 
-    python bench/unseen_summary.py OUT_DIR      (reads OUT_DIR/brute/*.json and OUT_DIR/runs/*/report.json)
+    python bench/unseen_summary.py OUT_DIR      (reads OUT_DIR/brute/*.json, OUT_DIR/runs/*/report.json and
+                                                 OUT_DIR/suite.json when there is one)
 
 Per task: how the graph run ended and why, rounds, evaluations against the size of the space, active
-minutes, its best against the brute-force best, and each shape's % of its same-size ceiling and of the
-copy bandwidth. Writes OUT_DIR/unseen.md and prints it; exit 2 when OUT_DIR holds neither.
+minutes, its best against the brute-force best, each shape's % of its same-size ceiling and of the copy
+bandwidth, and (from bench/suite.py's time stage) the run's winner against torch eager and a static
+per-shape torch.compile timed in one process. Writes OUT_DIR/unseen.md and prints it; exit 2 when
+OUT_DIR holds none of them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.suite_report import speedup  # noqa: E402
+from tools.dispatch import geomean_or_none  # noqa: E402
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -49,10 +58,37 @@ def shape_rows(name: str, report: dict[str, Any]) -> list[str]:
     ]
 
 
+def anchor_rows(name: str, timed: dict[str, Any]) -> list[str]:
+    """The winner's geomean against eager and torch.compile on both clocks (rows where both were timed)."""
+    rows = timed.get("rows") or []
+
+    def us(method: str) -> str:
+        return _fmt(geomean_or_none(r["methods"][method]["median_us"] for r in rows
+                                    if (r["methods"].get(method) or {}).get("median_us")), 2)  # fmt: skip
+
+    ratios = [_fmt(speedup(rows, m, key), 2) for key in ("median_us", "user_us") for m in ("compile", "eager")]
+    return [f"| {name} | {len(rows)} | {us('best')} | {us('compile')} | {us('eager')} | " + " | ".join(ratios) + " |"]
+
+
+def anchor_section(suite: dict[str, Any]) -> list[str]:
+    tasks = {name: t for name, t in sorted(suite.get("tasks", {}).items()) if t.get("rows")}
+    if not tasks:
+        return []
+    lines = ["", "## Against torch.compile and eager (bench/suite.py, one process)", "",
+             "Geomeans over the timed shapes; speedups are the anchor's time over the winner's, on the device's "
+             "clock (CUDA-graph replay, L2 flushed) and on the user's (one eager call).", "",
+             "| task | shapes | winner us | torch.compile us | eager us | x compile (device) | x eager (device) "
+             "| x compile (user) | x eager (user) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, timed in tasks.items():
+        lines += anchor_rows(name, timed)
+    return lines
+
+
 def summary(out: Path) -> str | None:
     tables = {p.stem: json.loads(p.read_text()) for p in sorted((out / "brute").glob("*.json"))}
     reports = {p.parent.name: json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/report.json"))}
-    if not tables and not reports:
+    suite = json.loads((out / "suite.json").read_text()) if (out / "suite.json").is_file() else {}
+    if not tables and not reports and not suite:
         return None
     lines = ["# The search against the brute force", "",
              "| task | how it ended | rounds | configs evaluated | configs | active min | best us | brute-force best us | gap % |",
@@ -63,6 +99,7 @@ def summary(out: Path) -> str | None:
               "| task | shape | dtype | us | % of same-size ceiling | % of copy bandwidth |", "|---|---|---|---|---|---|"]  # fmt: skip
     for name, report in sorted(reports.items()):
         lines += shape_rows(name, report)
+    lines += anchor_section(suite)
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args[0])
     text = summary(out)
     if text is None:
-        print(f"error: {out} holds no brute/*.json and no runs/*/report.json", file=sys.stderr)
+        print(f"error: {out} holds no brute/*.json, runs/*/report.json or suite.json", file=sys.stderr)
         return 2
     (out / "unseen.md").write_text(text)
     print(text, end="")

@@ -306,6 +306,28 @@ def test_the_suite_refuses_an_unknown_compiler_before_it_runs_anything(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_the_suite_takes_the_unseen_test_tasks_by_name_and_refuses_an_unknown_one(tmp_path):
+    from bench.suite import _argument_problem, task_folder
+
+    assert task_folder("colsum_cpu_gen") == REPO / "tests" / "fixtures" / "tasks" / "colsum_cpu_gen"
+    assert task_folder("softmax") == REPO / "tasks" / "softmax"
+    assert _argument_problem(["colsum_cpu_gen", "softmax"], ["default"]) is None
+    assert "no_such_task" in (_argument_problem(["no_such_task"], ["default"]) or "")
+
+
+def test_the_unseen_summary_sets_each_winner_beside_torch_compile_and_eager(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "suite.json").write_text(json.dumps(fixture()))
+    done = subprocess.run([sys.executable, "bench/unseen_summary.py", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {line.split(" | ")[0][2:]: line for line in done.stdout.splitlines() if line.startswith("| ")}
+    # add_rmsnorm: winner 36 and 5 us, compile 56 and 6.8, eager 410 and 30 (device); user clock 40 and 9 us
+    # against compile 42 and 10.8, eager 414 and 34
+    assert rows["add_rmsnorm"] == "| add_rmsnorm | 2 | 13.42 | 19.51 | 110.91 | 1.45 | 8.27 | 1.12 | 6.25 |"
+    assert rows["gqa_decode"].startswith("| gqa_decode | 2 | 64.81 | 173.21 | 529.15 | 2.67 | 8.16 |")
+
+
 def test_a_killed_time_stage_resumes_with_the_rows_it_had(tmp_path):
     task = load_task(REPO / "tasks" / "softmax")
     workload = [({"M": 4, "N": 300}, "float32"), ({"M": 2, "N": 2500}, "float32")]
