@@ -1,6 +1,7 @@
 """Every config of a task's search space, evaluated once: the brute-force best a search is measured against.
 
     python bench/brute_force.py TASK_DIR --out OUT.json [--device cuda] [--chunk 24] [--retime 5]
+                                [--cluster local:N]
 
 Each module (baseline and variants) x each config of its space goes through the evaluator as the graph
 would send it (static checks, the judge's checks, CUDA-graph timing). Results are written after every
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-configs", type=int, default=0, help="stop after this many new ones (0: all)")
     parser.add_argument("--retime", type=int, default=0, help="re-time the K fastest back to back at the end")
+    parser.add_argument("--cluster", default=None,
+                        help="local:N (a judge on each of N GPUs) or tcp://HOST:PORT; the re-time stays on one")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         task = load_task(args.task)
@@ -97,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         todo = todo[: args.max_configs]
     report = {"task": task.name, "device": args.device, "space_size": len(everything), "measured": [],
               "retimed": [], **report}  # fmt: skip
-    settings = EvalSettings.for_task(task, hidden_seed=0)
+    settings = EvalSettings.for_task(task, hidden_seed=0, cluster=args.cluster)
     started = time.perf_counter()
     with Evaluator(task, args.device, settings) as evaluator:
         for i in range(0, len(todo), args.chunk):

@@ -14,12 +14,15 @@
 # TASK: add_rmsnorm softmax gqa_decode (tasks/) or colsum_cpu_gen stencil_cpu_gen scale_shift_cpu_gen
 # (tests/fixtures/tasks/). With PACK=FILE.tgz set, OUT is packed into that file after every part. With
 # SECONDS_LEFT=N, the parts together stop within N seconds (each part gets what is left; a resumable part
-# goes on in the next call).
+# goes on in the next call). With BRUTE_GPUS=N, a brute force runs a judge on each of N GPUs (the first N
+# of CUDA_VISIBLE_DEVICES; tools/cluster.py) in chunks of 24 per GPU. bench/unseen_parallel.sh runs
+# several of these sessions at once, each on GPUs of its own.
 set -u
 END=$(( $(date +%s) + ${SECONDS_LEFT:-100000} ))
 left() { local l=$(( END - $(date +%s) )); echo $(( l < $1 ? l : $1 )); }
 OUT=${1:?output folder}; shift
 PARTS=${*:-summary}
+CHUNK=$(( 24 * ${BRUTE_GPUS:-1} ))
 mkdir -p "$OUT/brute" "$OUT/runs"
 export PYTHONUNBUFFERED=1
 folder() { if [ -d "tasks/$1" ]; then echo "tasks/$1"; else echo "tests/fixtures/tasks/$1"; fi; }
@@ -28,7 +31,7 @@ for part in $PARTS; do
   if [ "$(left 600)" -lt 30 ]; then echo "skipped: under 30 s left"; continue; fi
   case $part in
     brute-*) t=${part#brute-}; timeout "$(left 580)" python3 bench/brute_force.py "$(folder "$t")" --out "$OUT/brute/$t.json" \
-               --chunk 24 --retime 5 2>&1 | tee -a "$OUT/brute/$t.log" | tail -5 ;;
+               --chunk "$CHUNK" --retime 5 ${BRUTE_GPUS:+--cluster "local:$BRUTE_GPUS"} 2>&1 | tee -a "$OUT/brute/$t.log" | tail -5 ;;
     run-*) t=${part#run-}; run="$OUT/runs/$t"
            if [ -f "$run/checkpoints.sqlite" ]; then args=(--resume "$run"); else
              args=("$(folder "$t")" --device cuda --no-memory --run-dir "$run" --set budget.minutes="${RUN_MINUTES:-8}"); fi
@@ -40,5 +43,5 @@ for part in $PARTS; do
     summary) python3 bench/unseen_summary.py "$OUT" ;;
     *) echo "unknown part: $part" ;;
   esac
-  [ -n "${PACK:-}" ] && tar czf "$PACK" -C "$OUT" .
+  if [ -n "${PACK:-}" ]; then tar czf "$PACK" -C "$OUT" .; fi
 done

@@ -16,7 +16,7 @@ pytest.importorskip("distributed")
 from process_support import running  # noqa: E402
 
 from tools.candidate import Candidate  # noqa: E402
-from tools.cluster import chunk_size, parse_cluster  # noqa: E402
+from tools.cluster import chunk_size, parse_cluster, worker_gpus  # noqa: E402
 from tools.evaluate import EvalSettings, Evaluator  # noqa: E402
 from tools.task import load_task  # noqa: E402
 
@@ -114,3 +114,13 @@ def test_a_run_killed_with_a_local_cluster_leaves_no_scheduler_or_worker_behind(
     for pid in left:
         os.killpg(pid, signal.SIGKILL)
     assert not left, "the scheduler or a worker outlived the run that started it"
+
+
+def test_local_workers_stay_inside_the_gpus_this_process_may_use():
+    """A cluster started with CUDA_VISIBLE_DEVICES=4,5,6,7 (another run has GPUs 0-3) pins its workers
+    to 4-7, not to 0-3; asking for more workers than visible GPUs is refused with the count."""
+    assert worker_gpus(2, "cuda", visible="4,5,6,7") == ["4", "5"]
+    assert worker_gpus(3, "cuda", visible="") == ["0", "1", "2"]
+    assert worker_gpus(2, "cpu", visible="4,5") == ["", ""]
+    with pytest.raises(ValueError, match="only 2 GPU"):
+        worker_gpus(3, "cuda", visible="6,7")

@@ -61,8 +61,23 @@ def parse_cluster(spec: str) -> tuple[str, int | str]:
     raise ValueError(f"--cluster {spec!r}: use local:N or tcp://HOST:PORT")
 
 
+def worker_gpus(workers: int, device: str, visible: str | None = None) -> list[str]:
+    """The GPU each local worker is pinned to: the i-th of this process's CUDA_VISIBLE_DEVICES (all of
+    the machine's when unset), so that a cluster started inside a GPU subset stays inside it; "" on CPU."""
+    if device != "cuda":
+        return [""] * workers
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    if not visible:
+        return [str(i) for i in range(workers)]
+    ids = [g.strip() for g in visible.split(",") if g.strip()]
+    if workers > len(ids):
+        raise ValueError(f"--cluster local:{workers}: only {len(ids)} GPU(s) visible (CUDA_VISIBLE_DEVICES={visible})")
+    return ids[:workers]
+
+
 class LocalCluster:
-    """A scheduler and N workers on 127.0.0.1, each a process of its own (worker i pinned to GPU i)."""
+    """A scheduler and N workers on 127.0.0.1, each a process of its own (worker i pinned to the i-th
+    visible GPU, ``worker_gpus``)."""
 
     def __init__(self, workers: int, device: str, folder: Path):
         self.folder = folder
@@ -70,10 +85,10 @@ class LocalCluster:
         port = _free_port()
         self.address = f"tcp://127.0.0.1:{port}"
         env = _env(None)
+        gpus = worker_gpus(workers, device)
         self._start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
                      "--preload", LIFELINE], env, "scheduler")  # fmt: skip
-        for i in range(workers):
-            gpu = str(i) if device == "cuda" else ""
+        for i, gpu in enumerate(gpus):
             self._start(["worker", self.address, "--nworkers", "1", "--nthreads", "1", "--name", f"w{i}",
                          "--resources", "GPU=1", "--no-dashboard", "--local-directory", str(folder / f"w{i}"),
                          "--preload-nanny", LIFELINE], _env(gpu), f"w{i}")  # fmt: skip
