@@ -152,8 +152,6 @@ class Evaluator:
         self.device = resolve_device(device)
         self.settings = settings or EvalSettings.for_task(task)
         self.calls = 0
-        # wall seconds per phase over this evaluator's life: where a batch's time goes
-        self.phase_seconds = {"static": 0.0, "check": 0.0, "timing": 0.0}
         self._owns_backend = backend is None
         self.backend = backend or make_backend(task, self.device, self.settings)
         self.hidden_shapes = self.backend.hidden_shapes
@@ -214,27 +212,13 @@ class Evaluator:
                 done(i, rejected)
             else:
                 jobs.append(self._job(i, cand))
-        self.phase_seconds["static"] += time.perf_counter() - started
-        self._judge_jobs(jobs, lambda key, raw: done(key, self._finish(raw, baseline)))
+        if jobs:
+            self.backend.evaluate(jobs, lambda key, raw: done(key, self._finish(raw, baseline)))
         elapsed = time.perf_counter() - started
         final = [r for r in results if r is not None]
         for r in final:
             r.seconds = r.seconds or elapsed / max(len(final), 1)
         return final
-
-    def _judge_jobs(self, jobs: list[dict], finished: Callable[[int, dict], None]) -> None:
-        phase_started = time.perf_counter()
-
-        def one(key: int, raw: dict) -> None:
-            nonlocal phase_started
-            now = time.perf_counter()
-            timed = bool(raw.get("metrics", {}).get("per_shape")) and self.device == "cuda"
-            self.phase_seconds["timing" if timed else "check"] += now - phase_started
-            phase_started = now
-            finished(key, raw)
-
-        if jobs:
-            self.backend.evaluate(jobs, one)
 
     def evaluate(self, cand: Candidate, baseline: EvalResult | None = None) -> EvalResult:
         return self.evaluate_many([cand], baseline)[0]

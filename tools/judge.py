@@ -420,6 +420,8 @@ class Judge:
                 for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
                     say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
                 passed.clear()
+                if timed:  # the group's comparisons and timings cached memory the next group's workers need
+                    _free_judge_memory()
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
 
