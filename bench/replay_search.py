@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.task_folders import task_folder  # noqa: E402
 from loop.headroom import shape_standings  # noqa: E402
 from loop.records import Attempt  # noqa: E402
 from loop.roles import AgentContext, Proposal  # noqa: E402
@@ -38,8 +39,6 @@ from nodes.expert import ExpertCritic, ExpertProposer  # noqa: E402
 from nodes.expert.space import point_key  # noqa: E402
 from tools.candidate import candidate_identity  # noqa: E402
 from tools.task import Task, TaskError, load_task  # noqa: E402
-
-TASK_FOLDERS = (REPO / "tasks", REPO / "tests" / "fixtures" / "tasks")
 
 
 class Measured(BaseModel):
@@ -171,16 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         brute = BruteForce.model_validate(json.loads(args.brute.read_text()))
-        folder = (
-            args.task or next(f for f in TASK_FOLDERS if (f / brute.task / "task.json").exists()) / brute.task
-        )
+        folder = args.task or task_folder(brute.task)
+        if folder is None:
+            raise ValueError("no task folder named after the table")
         task = load_task(folder)
         overrides = parse_assignments(args.set)
         if args.rounds:
             overrides.setdefault("budget", {})["rounds"] = args.rounds
         settings = load_settings(task, overrides)
-    except (OSError, ValueError, ValidationError, TaskError, StopIteration) as exc:
-        print(f"error: {exc or 'no task folder named after the table'}", file=sys.stderr)
+    except (OSError, ValueError, ValidationError, TaskError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     outcomes = [replay(task, brute, seed, settings) for seed in _seeds(args.seeds)]
     print(f"{task.name}: {brute.space_size} configs, brute-force best {outcomes[0].brute_us:.2f} us")

@@ -38,15 +38,14 @@ sys.path.insert(0, str(REPO))
 
 from bench.suite_report import markdown, write_outputs  # noqa: E402
 from bench.suite_time import COMPILERS, time_task  # noqa: E402
+from bench.task_folders import task_folder as find_task  # noqa: E402
 
 TASKS = ("add_rmsnorm", "softmax", "gqa_decode")
-FIXTURE_TASKS = REPO / "tests" / "fixtures" / "tasks"  # the unseen tasks (bench/unseen_session.sh)
 
 
 def task_folder(name: str) -> Path:
-    """tasks/NAME, else the test task tests/fixtures/tasks/NAME (written as a user would, nobody tuned)."""
-    example = REPO / "tasks" / name
-    return example if example.is_dir() or not (FIXTURE_TASKS / name).is_dir() else FIXTURE_TASKS / name
+    """The task by name (bench.task_folders); tasks/NAME when none holds it, which load_task refuses."""
+    return find_task(name) or REPO / "tasks" / name
 
 # -- search and export ------------------------------------------------------------------------------------
 def search(name: str, out: Path, args: argparse.Namespace, task_dir: Path | None = None) -> dict[str, Any]:
