@@ -148,7 +148,7 @@ def results_for(
 
     if pending:
         settings = eval_settings(step.task, state.settings, step.context)
-        # a candidate that would hold the round past the run's minutes is cut there (tools/judge.py)
+        # a candidate that would hold the round past the run's minutes is cut there (tools/session.py)
         settings.run_deadline_unix = time.time() + budget_of(state).seconds_left() - step.elapsed()
         evaluate_many = evaluator_for(step.context)
         evaluate_many(step.task, [candidates[i] for i in pending], device=state.device, baseline=baseline,

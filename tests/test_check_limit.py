@@ -6,24 +6,18 @@ from pathlib import Path
 
 from tools.candidate import Candidate
 from tools.evaluate import EvalSettings, evaluate_many
-from tools.judge import MIN_CHECK_S, Judge
-from tools.judge_settings import JudgeSettings
+from tools.session import MIN_CHECK_S, check_limit
 from tools.task import load_task
 
 HERE = Path(__file__).parent
 
 
-class LimitJudge:
-    settings = JudgeSettings(check_timeout_s=240.0)
-
-
 def test_the_check_timeout_holds_unless_the_runs_budget_ends_sooner():
-    judge = LimitJudge()
-    assert Judge.check_limit(judge, {}) == (240.0, False)
-    assert Judge.check_limit(judge, {"deadline_unix": time.time() + 3600}) == (240.0, False)
-    limit, by_run = Judge.check_limit(judge, {"deadline_unix": time.time() + 100})
+    assert check_limit(240.0, None) == (240.0, False)
+    assert check_limit(240.0, time.time() + 3600) == (240.0, False)
+    limit, by_run = check_limit(240.0, time.time() + 100)
     assert by_run and 95 < limit <= 100
-    assert Judge.check_limit(judge, {"deadline_unix": time.time() - 5}) == (MIN_CHECK_S, True)
+    assert check_limit(240.0, time.time() - 5) == (MIN_CHECK_S, True)
 
 
 def test_a_hanging_candidate_is_cut_when_the_runs_budget_is_spent(tmp_path):

@@ -70,7 +70,7 @@ class EvalSettings:
     # Without overlap: passed candidates parked at once, waiting for their group's timings (tools.judge_settings)
     max_waiting: int = 16
     # The run's budget, as a wall-clock time (time.time()): a candidate's checks are cut when it runs out
-    # (at least MIN_CHECK_S each, tools/judge.py) instead of holding the round for check_timeout_s. None:
+    # (at least MIN_CHECK_S each, tools/session.py) instead of holding the round for check_timeout_s. None:
     # check_timeout_s alone. Not a judge setting: each request carries its own.
     run_deadline_unix: float | None = None
 

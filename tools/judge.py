@@ -60,7 +60,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # tasks' reference caches, arenas and comparisons share one device with 15 workers (a softmax brute force
 # on the H200 lost 3 of 72 candidates to it).
 JUDGE_OOM_RETRIES = 2
-MIN_CHECK_S = 30.0  # the least a candidate's checks get when the run's budget is (nearly) spent
 
 
 class Judge:
@@ -247,7 +246,6 @@ class Judge:
         session = Session(self, job)
         checks = Checks(session)
         try:
-            session.check_limit_s, session.cut_by_run = self.check_limit(job)
             with session.phase("startup"), self.gate.shared():  # the candidate's import may run GPU work
                 session.open(session.check_limit_s)
             with self.gate.shared():
@@ -280,16 +278,6 @@ class Judge:
         if problem:
             result = Verdict("correctness", "forbidden_construct", problem).fields
         return self._finish(result, session, checks), None
-
-    def check_limit(self, job: dict[str, Any]) -> tuple[float, bool]:
-        """(the seconds a candidate's checks may take, whether the run's budget set them): the check timeout,
-        or what is left of the run's budget when that is less (at least MIN_CHECK_S, so that a round that
-        starts checks something)."""
-        limit, deadline = self.settings.check_timeout_s, job.get("deadline_unix")
-        if deadline is None:
-            return limit, False
-        left = max(MIN_CHECK_S, float(deadline) - time.time())
-        return (left, True) if left < limit else (limit, False)
 
     def time_one(self, session: Session, checked: dict[str, Any]) -> dict[str, Any]:
         session.stage = "timing"

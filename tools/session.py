@@ -23,6 +23,19 @@ if TYPE_CHECKING:
     from tools.judge import Judge
 
 
+MIN_CHECK_S = 30.0  # the least a candidate's checks get when the run's budget is (nearly) spent
+
+
+def check_limit(timeout_s: float, deadline_unix: float | None) -> tuple[float, bool]:
+    """(the seconds a candidate's checks may take, whether the run's budget set them): the check timeout,
+    or what is left of the run's budget when that is less (at least MIN_CHECK_S, so that a round that
+    starts checks something)."""
+    if deadline_unix is None:
+        return timeout_s, False
+    left = max(MIN_CHECK_S, float(deadline_unix) - time.time())
+    return (left, True) if left < timeout_s else (timeout_s, False)
+
+
 class Session:
     def __init__(self, judge: Judge, job: dict[str, Any]):
         self.judge, self.job = judge, job
@@ -31,8 +44,8 @@ class Session:
         self.channel: JudgeEnd | None = None
         self.pid: int | None = None
         self.deadline = 0.0
-        self.check_limit_s = judge.settings.check_timeout_s
-        self.cut_by_run = False  # the run's budget, not the check timeout, set check_limit_s
+        # cut_by_run: the run's budget, not the check timeout, set check_limit_s
+        self.check_limit_s, self.cut_by_run = check_limit(judge.settings.check_timeout_s, job.get("deadline_unix"))
         self.stage = "compile"
         self.resources: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}
