@@ -36,10 +36,13 @@ AT_RUN_TIME = {
     "write_before_output": ("out_of_bounds_write", "bytes before the start of the tensor it allocated"),
     "forge_reply": ("forbidden_construct", "channel"),
     "flood_channel": ("crash", "flooded the judge's channel"),
+    "read_judge_memory": ("forbidden_construct", "another process's maps"),
+    "read_other_candidate": ("forbidden_construct", "other candidates' files"),
 }
 # statically refused before anything runs (the rest of the probes have their run-time verdict above)
 STATIC = {"capture_cheat": "is_current_stream_capturing", "steal_frames": "sys",
-          "steal_heap": "sys", "steal_globals": "__globals__", "forge_reply": "os", "flood_channel": "os"}  # fmt: skip
+          "steal_heap": "sys", "steal_globals": "__globals__", "forge_reply": "os", "flood_channel": "os",
+          "read_judge_memory": "sys", "read_other_candidate": "sys"}  # fmt: skip
 
 
 def _run(names: list[str], static: bool) -> dict:

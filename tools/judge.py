@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from tools import lifeline, sandbox, staging
+from tools import lifeline, process_seal, sandbox, staging
 from tools.checks import Checks
 from tools.compare import compare, same_bits
 from tools.gpu_gate import GpuGate
@@ -529,9 +529,12 @@ def serve() -> None:
 
     start = json.loads(sys.stdin.readline())
     judge = Judge(start)
+    if judge.device in process_seal.SEALED_DEVICES:
+        process_seal.seal()  # before the first reference is computed: the expected outputs live in this heap
     lifeline.end_with_parent(os.getppid(), lambda: _end(judge))
     judge.prepare()
-    say({"ready": True, "device": judge.info, "copy_gbps": judge.copy_gbps, "limits": judge.limits})
+    say({"ready": True, "device": judge.info, "copy_gbps": judge.copy_gbps, "limits": judge.limits,
+         "sealed": process_seal.sealed()})  # fmt: skip
     try:
         for line in sys.stdin:
             if not line.strip():

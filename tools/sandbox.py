@@ -161,11 +161,37 @@ def program_refused(executable: object, argv: object, env: object, inside: Calla
     return ""
 
 
-def install_audit_hook(writable: list[Path], deny: tuple[str, ...] = ()) -> None:
-    """Refuse writes outside ``writable``, sockets, foreign programs and signals; ``deny``: paths that
-    may not be opened at all from here on (the worker's own channel to the judge)."""
+def other_process_file(path: str) -> str:
+    """Why opening ``path`` (resolved) reads another process ("" when it does not): anything under
+    /proc/PID/ of a process other than this one (its memory, maps, file descriptors, environment), its
+    ``stat`` aside (state and CPU times, nothing of its memory)."""
+    parts = path.split(os.sep)
+    if len(parts) < 4 or parts[1] != "proc" or not parts[2].isdigit() or parts[3] == "stat":
+        return ""
+    pid = int(parts[2])
+    if pid == os.getpid() or os.path.isdir(f"/proc/{os.getpid()}/task/{pid}"):  # itself or its own thread
+        return ""
+    return f"reading {path} (another process's {parts[3]}) refused"
+
+
+def _refuse_reading(resolved: str, denied: set[str], private: list[str], inside: Callable[[object], bool]) -> None:
+    if resolved in denied:
+        raise SandboxViolation(f"sandbox: opening {resolved} refused (the judge's channel)")
+    foreign = other_process_file(resolved)
+    if foreign:
+        raise SandboxViolation(f"sandbox: {foreign}")
+    if any(resolved == p or resolved.startswith(p + os.sep) for p in private) and not inside(resolved):
+        raise SandboxViolation(f"sandbox: opening {resolved} refused (the judge's folder: other candidates' files)")
+
+
+def install_audit_hook(writable: list[Path], deny: tuple[str, ...] = (), private: tuple[str, ...] = ()) -> None:
+    """Refuse writes outside ``writable``, sockets, foreign programs and signals, and opening another
+    process's files under /proc; ``deny``: paths that may not be opened at all from here on (the worker's
+    own channel to the judge); ``private``: folders none of whose files may be opened outside
+    ``writable`` (the judge's, where other candidates' scratch folders, channels and arenas live)."""
     roots = [str(Path(p).resolve()) for p in writable]
     denied = {os.path.realpath(p) for p in deny}
+    closed = [os.path.realpath(p) for p in private]
 
     def inside(path: object) -> bool:
         if isinstance(path, int):  # an already-open file descriptor
@@ -179,8 +205,8 @@ def install_audit_hook(writable: list[Path], deny: tuple[str, ...] = ()) -> None
     def hook(event: str, args: tuple) -> None:
         if event == "open":
             path, mode, flags = args
-            if denied and isinstance(path, str | bytes) and os.path.realpath(os.fsdecode(path)) in denied:
-                raise SandboxViolation(f"sandbox: opening {os.fsdecode(path)} refused (the judge's channel)")
+            if isinstance(path, str | bytes):
+                _refuse_reading(os.path.realpath(os.fsdecode(path)), denied, closed, inside)
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )

@@ -79,7 +79,8 @@ class Session:
         self.arena = judge.arenas().acquire()
         self._lap("arena", lap)  # waits for the run's first input sets (the arena's size needs them)
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
-                 "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"]}  # fmt: skip
+                 "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"],
+                 "private": str(judge.root)}  # fmt: skip
         self.ask("hello", **hello)
 
     def _left(self) -> float:

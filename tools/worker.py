@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tools import lockdown, replay_log, staging
+from tools import lockdown, process_seal, replay_log, staging
 from tools.channel import WorkerEnd
 from tools.guard import (
     REDZONE_BYTES,
@@ -471,15 +471,16 @@ def _set_triton_cache(path: str) -> None:
         pass
 
 
-def _enter_sandbox(deny: tuple[str, ...] = ()) -> None:
-    """From here on, writes outside the scratch folder, sockets and foreign programs are refused."""
+def _enter_sandbox(deny: tuple[str, ...] = (), private: tuple[str, ...] = ()) -> None:
+    """From here on, writes outside the scratch folder, sockets, foreign programs, other processes'
+    files and other candidates' files (under ``private``) are refused."""
     import triton  # noqa: F401  (imported before the hook: it sets up its own folders)
 
     writable = [Path.cwd()]
     for var in ("TRITON_CACHE_DIR", "TMPDIR"):
         if os.environ.get(var):
             writable.append(Path(os.environ[var]))
-    install_audit_hook(writable, deny=deny)
+    install_audit_hook(writable, deny=deny, private=private)
 
 
 def run_session(channel_dir: Path) -> int:
@@ -494,7 +495,8 @@ def run_session(channel_dir: Path) -> int:
         channel.reply(hello.get("id"), failure=StageFailure("compile", "runtime_error",
                       f"the worker could not map its inputs: {exc}", _tb(exc)).to_json())  # fmt: skip
         return 1
-    _enter_sandbox(deny=channel.paths)
+    process_seal.seal_worker(device)
+    _enter_sandbox(deny=channel.paths, private=tuple(filter(None, [hello.get("private")])))
     JIT.install()
     name = hello["module_name"]
     lockdown.LOCKDOWN.install(name)
