@@ -4,13 +4,14 @@ their baseline passes the evaluator on the CPU at its config and at both ends of
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from tools.evaluate import evaluate
 from tools.kernel_roles import launched_roles
-from tools.task import load_task
+from tools.task import CPU_SHAPE_PRODUCT, load_task, shrunk
 
 UNSEEN = Path(__file__).resolve().parent / "fixtures" / "tasks"
 TASKS = ["scale_shift_cpu_gen", "colsum_cpu_gen", "stencil_cpu_gen"]
@@ -38,3 +39,23 @@ def test_the_baseline_passes_the_evaluator_at_its_config_and_both_ends_of_every_
     ):
         result = evaluate(task.folder, task.baseline_source, config, device="cpu")
         assert result.verdict == "pass", (config, result.error_type, result.message)
+
+
+def test_a_task_without_small_shapes_runs_on_the_cpu_at_shapes_shrunk_from_its_own() -> None:
+    """No cpu_shapes and no check_shapes: a CPU run times each shape shrunk for the interpreter (once an
+    IndexError while drawing the hidden shapes, before the baseline ran)."""
+    task = load_task(UNSEEN / "gather_no_small_shapes")
+    assert task.spec.cpu_shapes == task.spec.check_shapes == []
+    small = task.cpu_shapes
+    assert small and all(math.prod(s.values()) <= CPU_SHAPE_PRODUCT for s in small)
+    result = evaluate(task.folder, task.baseline_source, task.default_config(), device="cpu")
+    assert result.verdict == "pass", (result.error_type, result.message)
+    assert [row.shape for row in result.metrics.per_shape] == small
+
+
+def test_a_shape_is_shrunk_by_halving_its_largest_dim() -> None:
+    small = shrunk({"V": 50000, "D": 1024, "B": 8192})
+    assert math.prod(small.values()) <= CPU_SHAPE_PRODUCT
+    assert small["D"] & (small["D"] - 1) == 0  # a power of two stays one
+    assert small["V"] >= small["B"] >= small["D"]  # no dim overtakes another
+    assert shrunk({"M": 4, "N": 300}) == {"M": 4, "N": 300}  # small enough already

@@ -238,7 +238,7 @@ def probe_layout(task: Task, dims: list[str]) -> tuple[dict[str, tuple[int, int]
     Found by building the task's inputs on the CPU at its small shapes: the first (input, axis) whose
     size equals the dim at every probe shape."""
     probes = []
-    for shape in [*task.spec.cpu_shapes, *task.spec.check_shapes]:
+    for shape in [*task.cpu_shapes, *task.spec.check_shapes]:
         if shape not in probes:
             probes.append(shape)
     made = [

@@ -184,7 +184,7 @@ def capture_task(task: Task, args: argparse.Namespace, launches: dict) -> dict:
     shapes = {
         "timed": task.spec.shapes,
         "own": task.spec.shapes[:1],
-        "cpu": task.spec.cpu_shapes + task.spec.check_shapes,
+        "cpu": task.cpu_shapes + [s for s in task.spec.check_shapes if s not in task.cpu_shapes],
     }.get(args.shapes) or _listed(task)
     captures = []
     for shape in shapes:

@@ -23,6 +23,9 @@ DEFAULT_TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas")
 
 Shape = dict[str, int]
+# A CPU shape derived for a task that names neither cpu_shapes nor check_shapes: the product of its dims
+# at most this (the Triton interpreter runs a program's block as NumPy arrays, about 1000x a GPU's time).
+CPU_SHAPE_PRODUCT = 1 << 16
 
 
 class TaskError(ValueError):
@@ -174,6 +177,16 @@ class TaskSpec(BaseModel):
         return self
 
 
+def shrunk(shape: Shape, product: int = CPU_SHAPE_PRODUCT) -> Shape:
+    """``shape`` with its largest dim halved (rounding up) until the product of its dims is at most
+    ``product``: the sizes keep their order and a power of two stays one."""
+    small = dict(shape)
+    while math.prod(small.values()) > product and max(small.values()) > 1:
+        dim = max(small, key=lambda d: small[d])
+        small[dim] = (small[dim] + 1) // 2
+    return small
+
+
 class Task:
     """A loaded task: the spec plus its folder, importable reference and candidate sources."""
 
@@ -269,9 +282,28 @@ class Task:
         return fn
 
     # -- workload -----------------------------------------------------------------------------
+    @property
+    def cpu_shapes(self) -> list[Shape]:
+        """What a CPU run times: ``cpu_shapes``, else ``check_shapes``, else each shape shrunk (``shrunk``)."""
+        if self.spec.cpu_shapes or self.spec.check_shapes:
+            return self.spec.cpu_shapes or self.spec.check_shapes
+        return self.derived_cpu_shapes
+
+    @property
+    def derived_cpu_shapes(self) -> list[Shape]:
+        """Each shape shrunk for the interpreter, duplicates dropped ([] when the task names CPU or check
+        shapes: they are what a CPU run uses)."""
+        if self.spec.cpu_shapes or self.spec.check_shapes:
+            return []
+        derived: list[Shape] = []
+        for shape in map(shrunk, self.spec.shapes):
+            if shape not in derived:
+                derived.append(shape)
+        return derived
+
     def workload(self, device: str) -> list[tuple[Shape, str]]:
-        """(shape, dtype) pairs that are timed: every shape x dtype on a GPU, cpu_shapes on CPU."""
-        shapes = self.spec.shapes if device != "cpu" else (self.spec.cpu_shapes or self.spec.check_shapes)
+        """(shape, dtype) pairs that are timed: every shape x dtype on a GPU, ``cpu_shapes`` on CPU."""
+        shapes = self.spec.shapes if device != "cpu" else self.cpu_shapes
         return [(shape, dtype) for shape in shapes for dtype in self.dtypes]
 
     def check_workload(self, device: str) -> list[tuple[Shape, str]]:

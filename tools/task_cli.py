@@ -13,7 +13,15 @@ import sys
 import time
 
 from tools.dispatch import shape_label
-from tools.task import DEFAULT_TOLERANCE, Task, TaskError, load_task, meets_min_dims, torch_dtype
+from tools.task import (
+    CPU_SHAPE_PRODUCT,
+    DEFAULT_TOLERANCE,
+    Task,
+    TaskError,
+    load_task,
+    meets_min_dims,
+    torch_dtype,
+)
 
 
 def summary(task: Task) -> list[str]:
@@ -34,6 +42,9 @@ def summary(task: Task) -> list[str]:
                           ("CPU shapes", spec.cpu_shapes)):  # fmt: skip
         if shapes:
             lines.append(f"{label}: {len(shapes)}: {', '.join(shape_label(s) for s in shapes)}")
+    if task.derived_cpu_shapes:
+        lines.append(f"CPU shapes: none given, each shape shrunk to at most {CPU_SHAPE_PRODUCT} by the product of "
+                     f"its dims: {', '.join(shape_label(s) for s in task.derived_cpu_shapes)}")  # fmt: skip
     lines += [f"dtype: {', '.join(task.dtypes)}", f"target: {target_text(task)}", f"tolerance: {tolerance_text(task)}"]
     budget = spec.budget
     lines.append(f"budget: {budget.rounds} rounds x {budget.candidates_per_round} candidates, {budget.minutes:g} min")
@@ -103,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         task = load_task(args.task)
         print("\n".join(summary(task)))
         if args.run:
-            if not task.workload("cpu"):
-                raise TaskError("no cpu_shapes and no check_shapes: nothing to run on the CPU")
             for line in run_reference(task):
                 print(line)
             if task.has_baseline:
