@@ -67,3 +67,10 @@ def test_evaluate_says_what_its_flags_want(capsys):
     assert evaluate.main([str(AXPY), str(AXPY / "missing.py")]) == 2
     err = capsys.readouterr().err
     assert f"candidate file not found: {AXPY / 'missing.py'}" in err and "Errno" not in err
+
+
+def test_a_one_input_task_whose_make_inputs_returns_the_tensor_alone_runs(capsys):
+    """Once the reference was called with the tensor's rows as its arguments (one per row)."""
+    assert task_cli.main([str(HERE / "fixtures" / "tasks" / "argmax_one_input"), "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "reference M=256 N=256 float32: (256,), (256,)" in out and "baseline baseline.py" in out, out

@@ -126,7 +126,6 @@ def _inputs(task: Task, shape: dict[str, int], dtype: str, device: str, seed: in
         made = task.make_inputs(dict(shape), torch_dtype(dtype), device, seed)
     except Exception as exc:
         raise TaskFailure(f"the task's make_inputs failed for {shape}: {exc}", _tb(exc)) from None
-    made = tuple(made) if isinstance(made, tuple | list) else (made,)
     if not made or not all(isinstance(t, torch.Tensor) for t in made):
         raise TaskFailure(f"the task's make_inputs({shape}) must return a tuple of tensors")
     if any(t.device.type != torch.device(device).type for t in made):

@@ -6,6 +6,7 @@ the file is reported as ``TaskError`` naming the field, so a user can fix it wit
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -274,12 +275,20 @@ class Task:
 
     @property
     def make_inputs(self) -> Callable[..., tuple]:
+        """The task's input function, whose result is always a tuple: one tensor returned alone (as a
+        one-input task is often written) is the tuple of that tensor, never unpacked row by row."""
         file, func = self.spec.inputs.split(":", 1)
         module = self._module(file)
         fn = getattr(module, func, None)
         if not callable(fn):
             raise TaskError(f"inputs: {file} defines no function {func!r}")
-        return fn
+
+        @functools.wraps(fn)
+        def made(*args: Any, **kwargs: Any) -> tuple:
+            out = fn(*args, **kwargs)
+            return tuple(out) if isinstance(out, tuple | list) else (out,)
+
+        return made
 
     # -- workload -----------------------------------------------------------------------------
     @property
