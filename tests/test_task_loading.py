@@ -201,4 +201,4 @@ def test_threads_asking_for_the_reference_at_once_share_one_module(tmp_path):
     for thread in threads:
         thread.join()
     assert len(seen) == 8 and len(set(seen)) == 1
-    assert task.reference.__globals__ is task.make_inputs.__globals__
+    assert task.reference.__globals__ is task.make_inputs.__wrapped__.__globals__
