@@ -193,7 +193,7 @@ def test_threads_asking_for_the_reference_at_once_share_one_module(tmp_path):
 
     def ask() -> None:
         start.wait()
-        seen.append(id(task.make_inputs.__globals__))
+        seen.append(id(task.make_inputs.__wrapped__.__globals__))
 
     threads = [threading.Thread(target=ask) for _ in range(8)]
     for thread in threads:
