@@ -38,11 +38,14 @@ AT_RUN_TIME = {
     "flood_channel": ("crash", "flooded the judge's channel"),
     "read_judge_memory": ("forbidden_construct", "another process's maps"),
     "read_other_candidate": ("forbidden_construct", "other candidates' files"),
+    "raw_thread": ("forbidden_construct", "starting a thread"),
+    "signal_handler": ("forbidden_construct", "installed a handler for SIGALRM"),
 }
 # statically refused before anything runs (the rest of the probes have their run-time verdict above)
 STATIC = {"capture_cheat": "is_current_stream_capturing", "steal_frames": "sys",
           "steal_heap": "sys", "steal_globals": "__globals__", "forge_reply": "os", "flood_channel": "os",
-          "read_judge_memory": "sys", "read_other_candidate": "sys"}  # fmt: skip
+          "read_judge_memory": "sys", "read_other_candidate": "sys", "raw_thread": "try/except",
+          "signal_handler": "sys"}  # fmt: skip
 
 
 def _run(names: list[str], static: bool) -> dict:

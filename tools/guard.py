@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -391,12 +392,19 @@ def tampered(before: dict[str, Any]) -> list[str]:
     return [name for name, obj in before.items() if after.get(name) is not obj]
 
 
+def _python_threads() -> dict[int, str]:
+    """Every thread running Python code, by ident: threading's and those started with ``_thread``, which
+    threading does not list (the interpreter's frames of each do)."""
+    named = {t.ident: t.name for t in threading.enumerate() if t.ident is not None and t.is_alive()}
+    return {ident: named.get(ident, f"a thread started with _thread ({ident})") for ident in sys._current_frames()}
+
+
 @contextmanager
 def watched_threads() -> Any:
-    """Yield a list that receives the names of threads started while the block runs."""
-    before = {t.ident for t in threading.enumerate()}
+    """Yield a list that receives the names of threads started while the block runs, still alive."""
+    before = set(_python_threads())
     started: list[str] = []
     try:
         yield started
     finally:
-        started.extend(t.name for t in threading.enumerate() if t.ident not in before and t.is_alive())
+        started.extend(name for ident, name in _python_threads().items() if ident not in before)

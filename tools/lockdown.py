@@ -1,6 +1,7 @@
-"""Run-time refusals inside a candidate worker while candidate code runs (its import and ``launch()``):
-no setting or deleting attributes on modules, types and functions it does not own, no reaching frames,
-foreign globals, the garbage collector's object lists or tracers, however the candidate gets to them.
+"""Run-time refusals inside a candidate worker wherever candidate code runs (its import, ``launch()``, and
+any thread, signal handler or finalizer it sets up): no setting or deleting attributes on modules, types
+and functions it does not own, no reaching frames, foreign globals, the garbage collector's object lists
+or tracers, however the candidate gets to them; no thread started, no signal handler installed.
 
 This is defense in depth: the judge never trusts what a worker reports. It keeps the worker's own
 driver code (the timing loop, the output copies) as the judge wrote it.
@@ -22,10 +23,12 @@ A refusal is recorded as it happens, so one the candidate swallows still fails i
 from __future__ import annotations
 
 import ast
+import functools
+import signal
 import sys
 import threading
 import types
-from contextlib import contextmanager
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -44,46 +47,79 @@ FRAME_EVENTS = frozenset(
      "gc.get_referents", "code.__new__", "function.__new__", "marshal.loads", "marshal.load",
      "pickle.find_class", "sys.addaudithook"}
 )  # fmt: skip
+# threading and its pools start threads for their caller: a thread they start is the candidate's doing
+THREAD_STARTERS = frozenset({"threading", "concurrent"})
 FRAME_TYPES = (types.FrameType, types.TracebackType, types.GeneratorType, types.CoroutineType,
                types.AsyncGeneratorType)  # fmt: skip
 
 
 class Lockdown:
-    """One per worker process: ``install`` once, then ``active()`` around candidate code."""
+    """One per worker process, ``install``-ed before the candidate is imported. Its refusals hold
+    wherever candidate code runs, not only in the worker's calls of it (import, ``launch()``): in a
+    thread, a signal handler or a finalizer it set up, candidate code would otherwise run outside them."""
 
     def __init__(self) -> None:
         self.candidate = ""
         self.violations: list[str] = []
-        self._active = False
         self._inside = threading.local()
+        self._handlers: dict[int, Any] = {}
 
     # -- set up ---------------------------------------------------------------------------------
     def install(self, candidate_module: str) -> None:
         self.candidate = candidate_module
+        self._handlers = _signal_handlers()
+        self._guard_thread_starts()
         sys.addaudithook(self._hook)
 
-    @contextmanager
-    def active(self) -> Any:
-        previous, self._active = self._active, True
-        try:
-            yield
-        finally:
-            self._active = previous
+    def _guard_thread_starts(self) -> None:
+        """Starting a thread from candidate code refused: Python raises no audit event for it (3.11,
+        3.12), and a thread started with ``_thread`` is not one that threading lists."""
+        import _thread
+
+        for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+            real = getattr(_thread, name, None)
+            if real is None:
+                continue
+
+            def guarded(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+                busy, self._inside.busy = getattr(self._inside, "busy", False), True  # its own frame walk
+                try:
+                    refuse = self._responsible_is_candidate(2, also=THREAD_STARTERS)
+                finally:
+                    self._inside.busy = busy
+                if refuse:
+                    self._refuse("starting a thread (its code would run outside the worker's calls)")
+                return _real(*args, **kwargs)
+
+            setattr(_thread, name, guarded)
 
     def refusal(self) -> str:
-        """The first refused act since the last call (cleared), or ""."""
+        """The first refused act since the last call (cleared), or "". A signal handler the candidate
+        installed counts: it would run candidate code wherever the worker happens to be."""
+        changed = [sig for sig, handler in _signal_handlers().items()
+                   if handler is not self._handlers.get(sig) and self._runs_candidate_code(handler)]  # fmt: skip
+        if changed:
+            self.violations.append(f"the candidate installed a handler for {signal.Signals(changed[0]).name}")
+            signal.signal(changed[0], self._handlers.get(changed[0], signal.SIG_DFL))
         first = self.violations[0] if self.violations else ""
         self.violations.clear()
         return first
 
     # -- deciding -------------------------------------------------------------------------------
-    def _responsible_is_candidate(self, depth: int) -> bool:
+    def _runs_candidate_code(self, handler: Any) -> bool:
+        """Whether calling ``handler`` runs the candidate's code (a library may set its own handlers)."""
+        while isinstance(handler, functools.partial) or hasattr(handler, "__func__"):
+            handler = handler.func if isinstance(handler, functools.partial) else handler.__func__
+        return getattr(handler, "__module__", None) == self.candidate
+
+    def _responsible_is_candidate(self, depth: int, also: frozenset[str] = frozenset()) -> bool:
         frame = sys._getframe(depth)
         while frame is not None:
             name = frame.f_globals.get("__name__", "")
             if name == self.candidate:
                 return True
-            if name.split(".")[0] not in PASS_THROUGH and name not in PASS_THROUGH:
+            top = name.split(".")[0]
+            if top not in PASS_THROUGH and name not in PASS_THROUGH and top not in also:
                 return False
             frame = frame.f_back
         return False
@@ -112,7 +148,7 @@ class Lockdown:
         return ""
 
     def _hook(self, event: str, args: tuple) -> None:
-        if not self._active or getattr(self._inside, "busy", False):
+        if getattr(self._inside, "busy", False):
             return
         self._inside.busy = True
         try:
@@ -126,6 +162,14 @@ class Lockdown:
         message = f"the candidate tried {what}: refused while candidate code runs"
         self.violations.append(message)
         raise SandboxViolation(message)
+
+def _signal_handlers() -> dict[int, Any]:
+    handlers = {}
+    for sig in signal.valid_signals():
+        with suppress(OSError, ValueError):
+            handlers[int(sig)] = signal.getsignal(sig)
+    return handlers
+
 
 LOCKDOWN = Lockdown()
 
@@ -196,15 +240,15 @@ class _Guard:
         return False
 
     def store(self, obj: Any, name: str) -> None:
-        if LOCKDOWN._active and self.foreign(obj):
+        if self.foreign(obj):
             LOCKDOWN._refuse(f"setting {_label(obj)}.{name}")
 
     def delete(self, obj: Any, name: str) -> None:
-        if LOCKDOWN._active and self.foreign(obj):
+        if self.foreign(obj):
             LOCKDOWN._refuse(f"deleting {_label(obj)}.{name}")
 
     def read(self, obj: Any, name: str) -> Any:
-        if LOCKDOWN._active and name in INTROSPECTION and not LOCKDOWN._owned(obj):
+        if name in INTROSPECTION and not LOCKDOWN._owned(obj):
             LOCKDOWN._refuse(f"reading {_label(obj)}.{name} (introspection)")
         return getattr(obj, name)
 
@@ -215,19 +259,18 @@ class _Guard:
         real = getattr(builtins, name)
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            if LOCKDOWN._active:
-                target = args[0] if args else None
-                attr = args[1] if len(args) > 1 else None
-                if name == "setattr":
-                    self.store(target, attr)
-                elif name == "delattr":
-                    self.delete(target, attr)
-                elif name == "getattr" and isinstance(attr, str):
-                    self.read(target, attr)
-                elif name == "vars" and (not args or self.foreign(target)):
-                    LOCKDOWN._refuse(f"vars({_label(target)})")
-                elif name not in {"setattr", "delattr", "getattr", "vars"}:
-                    LOCKDOWN._refuse(f"{name}()")
+            target = args[0] if args else None
+            attr = args[1] if len(args) > 1 else None
+            if name == "setattr":
+                self.store(target, attr)
+            elif name == "delattr":
+                self.delete(target, attr)
+            elif name == "getattr" and isinstance(attr, str):
+                self.read(target, attr)
+            elif name == "vars" and (not args or self.foreign(target)):
+                LOCKDOWN._refuse(f"vars({_label(target)})")
+            elif name not in {"setattr", "delattr", "getattr", "vars"}:
+                LOCKDOWN._refuse(f"{name}()")
             return real(*args, **kwargs)
 
         return guarded

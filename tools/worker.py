@@ -101,7 +101,7 @@ def classify_exception(exc: BaseException, stage: str) -> StageFailure:
 def load_candidate(path: Path, module_name: str) -> tuple[Any, LaunchRecorder]:
     guard = ImportGuard(module_name)
     try:
-        with watched_threads() as started, guard, lockdown.LOCKDOWN.active():
+        with watched_threads() as started, guard:
             module = lockdown.import_candidate(path, module_name)
     except SyntaxError as exc:
         raise StageFailure("static", "syntax_error", f"the candidate does not compile: {exc}", _tb(exc)) from None
@@ -139,8 +139,7 @@ class Candidate:
         before = self.recorder.count()
         guard = TorchOpGuard(poison=poison, redzone=redzone)
         try:
-            with (watched_threads() as started, guard, self.recorder.on_caller_stream(),
-                  lockdown.LOCKDOWN.active()):  # fmt: skip
+            with watched_threads() as started, guard, self.recorder.on_caller_stream():
                 out = self.module.launch(*inputs, **self.config)
         except Exception as exc:
             raise classify_exception(exc, stage) from None
@@ -303,7 +302,7 @@ class Session:
         def launch() -> tuple:
             calls[0] += 1
             guard = TorchOpGuard(poison=None)  # allocation only, no torch compute, nothing captured but the kernels
-            with guard, self.cand.recorder.on_caller_stream(), lockdown.LOCKDOWN.active():
+            with guard, self.cand.recorder.on_caller_stream():
                 out = self.cand.module.launch(*own, **self.cand.config)
             self.cand.after_candidate_code("timing")
             return tuple(out) if isinstance(out, tuple | list) else (out,)
