@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from graph_support import Run, ScriptedCritic, ScriptedEvaluator, passed
 
-from bench.replay_search import BruteForce, replay
+from bench.replay_search import BruteForce, replay, shipped_us
+from loop.records import Attempt
 from loop.roles import AgentContext
 from loop.settings import default_settings, load_settings
 from nodes.agents import build_agents
@@ -198,7 +199,8 @@ def test_the_replay_command_reads_a_brute_force_table_and_says_how_the_search_di
     lines = out.stdout.splitlines()
     assert lines[0].startswith("stencil_cpu_gen: 100 configs, brute-force best")
     assert lines[1].startswith("  seed 0: ") and "converged: every one-step neighbour" in lines[1]
-    assert lines[-1].startswith("median: ")
+    assert "export of every config" in lines[0] and ", export " in lines[1]  # what export would hand back
+    assert lines[-1].startswith("median: ") and "from the export of every config" in lines[-1]
     table.write_text("{}")
     bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
@@ -220,3 +222,19 @@ def test_the_brute_force_resumes_where_it_stopped_and_its_table_replays(tmp_path
     replayed = subprocess.run([sys.executable, str(REPO / "bench" / "replay_search.py"), str(out), "--seeds", "0"],
                               capture_output=True, text=True, timeout=300)  # fmt: skip
     assert replayed.returncode == 0 and replayed.stdout.startswith("axpy: 9 configs"), replayed.stderr
+
+
+def _timed(n: int, times: dict[int, float]) -> Attempt:
+    rows = [{"shape": {"M": m}, "dtype": "float32", "median_us": us} for m, us in times.items()]
+    geomean = math.prod(times.values()) ** (1 / len(times))
+    return Attempt(n=n, round=0, identity=str(n), module="baseline.py", verdict="pass", geomean_us=geomean,
+                   per_shape=rows)  # fmt: skip
+
+
+def test_the_replay_counts_what_export_hands_back_the_table_only_where_it_wins():
+    # each config wins one shape by 2x: the table (10, 10) ships, at 10 us against the best's 14.1 us
+    split = [_timed(0, {1: 10.0, 2: 20.0}), _timed(1, {1: 20.0, 2: 10.0})]
+    assert shipped_us(split) == pytest.approx(10.0)
+    # a table 1% faster than the best config is within export's margin: the one config ships
+    close = [_timed(0, {1: 10.0, 2: 10.0}), _timed(1, {1: 9.8, 2: 10.3})]
+    assert shipped_us(close) == pytest.approx(10.0)
