@@ -5,6 +5,7 @@ their baseline passes the evaluator on the CPU at its config and at both ends of
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,14 @@ def test_a_shape_is_shrunk_by_halving_its_largest_dim() -> None:
     assert small["D"] & (small["D"] - 1) == 0  # a power of two stays one
     assert small["V"] >= small["B"] >= small["D"]  # no dim overtakes another
     assert shrunk({"M": 4, "N": 300}) == {"M": 4, "N": 300}  # small enough already
+
+
+def test_a_shrunk_shape_its_make_inputs_refuses_says_to_name_cpu_shapes(tmp_path) -> None:
+    folder = tmp_path / "gather"
+    shutil.copytree(UNSEEN / "gather_no_small_shapes", folder)
+    reference = folder / "reference.py"
+    guard = '    assert shape["D"] >= 256, "D must be at least 256"\n'
+    reference.write_text(reference.read_text().replace("    g = torch.Generator()", guard + "    g = torch.Generator()"))
+    result = evaluate(folder, load_task(folder).baseline_source, load_task(folder).default_config(), device="cpu")
+    assert result.verdict == "fail" and "D must be at least 256" in result.message, result.message
+    assert "name cpu_shapes in task.json" in result.message, result.message

@@ -125,7 +125,9 @@ def _inputs(task: Task, shape: dict[str, int], dtype: str, device: str, seed: in
     try:
         made = task.make_inputs(dict(shape), torch_dtype(dtype), device, seed)
     except Exception as exc:
-        raise TaskFailure(f"the task's make_inputs failed for {shape}: {exc}", _tb(exc)) from None
+        derived = dict(shape) in task.derived_cpu_shapes and device == "cpu"
+        hint = " (a CPU shape shrunk from the task's shapes: name cpu_shapes in task.json to choose them)" if derived else ""
+        raise TaskFailure(f"the task's make_inputs failed for {shape}{hint}: {exc}", _tb(exc)) from None
     if not made or not all(isinstance(t, torch.Tensor) for t in made):
         raise TaskFailure(f"the task's make_inputs({shape}) must return a tuple of tensors")
     if any(t.device.type != torch.device(device).type for t in made):
