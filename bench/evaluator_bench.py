@@ -123,8 +123,9 @@ def throughput(
     n: int, workdir: Path, variant: str = "", task_path: str = "tasks/add_rmsnorm", cluster: str | None = None
 ) -> dict:
     """N configs of one task (a seeded shuffle of every module's space) through every stage.
-    ``variant`` = "PARALLEL/WARMUP_MS/REP_MS" or "PARALLEL/WARMUP_MS/REP_MS/overlap" (the judge times each
-    candidate as it passes, ``overlap_timing``; empty: the evaluator's defaults), so two settings can be
+    ``variant`` = "PARALLEL/WARMUP_MS/REP_MS", then optionally "/overlap" (the judge times each candidate as
+    it passes, ``overlap_timing``) or "/wN" (groups of at most N, ``max_waiting``); empty: the evaluator's
+    defaults), so two settings can be
     compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
     batch on a Dask cluster instead of this machine's judge."""
     import itertools
@@ -151,7 +152,10 @@ def throughput(
         parallel, warmup, rep, *mode = variant.split("/")
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
-        settings.overlap_timing = mode == ["overlap"]
+        settings.overlap_timing = "overlap" in mode
+        for m in mode:
+            if m.startswith("w"):
+                settings.max_waiting = int(m[1:])
     started = time.perf_counter()
     arrived: dict[int, float] = {}
 
@@ -184,6 +188,7 @@ def throughput(
         "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
         "timing_settings": {"warmup_ms": settings.timing.warmup_ms, "rep_ms": settings.timing.rep_ms},
         "overlap_timing": settings.overlap_timing,
+        "max_waiting": settings.max_waiting,
         # the batch in order: verdict, geomean and judging worker, so two backends compare candidate by candidate
         "results": [{"config": c.config, "module": c.module, "verdict": r.verdict, "error_type": r.error_type,
                      "geomean_us": r.metrics.geomean_us, "worker": r.worker, "arrived_s": arrived.get(i),
@@ -256,7 +261,8 @@ def markdown(report: dict) -> str:
 
             lines.append(
                 f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')}"
-                f"{'/overlap' if tp.get('overlap_timing') else ''} "
+                f"{'/overlap' if tp.get('overlap_timing') else ''}"
+                f"{'/w' + str(tp['max_waiting']) if 'max_waiting' in tp else ''} "
                 f"| {tp['candidates']} | {tp['wall_s']:.1f} | **{tp['per_minute']:.1f}** | {tp['verdicts']} "
                 f"| {_fmt_s(tp.get('first_result_s'))} | {mean('startup')} | "
                 f"{mean('compile')} | {mean('correctness')} ({mean('correctness_worker')} / {mean('correctness_sync')}) | "
@@ -279,7 +285,7 @@ def main() -> None:
     parser.add_argument(
         "--throughput-variants",
         default="",
-        help="comma-separated PARALLEL/WARMUP_MS/REP_MS[/overlap] settings to compare on the same batch",
+        help="comma-separated PARALLEL/WARMUP_MS/REP_MS[/overlap][/wN] settings to compare on the same batch",
     )
     parser.add_argument(
         "--throughput-clusters",

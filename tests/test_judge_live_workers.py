@@ -5,6 +5,7 @@ import contextlib
 import threading
 import time
 
+from tools.batch_groups import MemoryRoom
 from tools.judge import Judge
 from tools.judge_settings import JudgeSettings
 
@@ -51,6 +52,11 @@ class BatchJudge(SlowTimingJudge):
         self.device = "cuda"
         self._zygote = None
         self.settings = JudgeSettings(max_waiting=max_waiting)
+        self.total_memory, self.worker_memory = 10**12, 1
+
+    def _memory_room(self) -> MemoryRoom:
+        # each live worker holds worker_memory of the device
+        return MemoryRoom(lambda: self.total_memory - self.alive * self.worker_memory, self.total_memory)
 
 
 def test_a_batch_checked_before_its_timings_keeps_at_most_max_waiting_workers_alive():
@@ -60,3 +66,13 @@ def test_a_batch_checked_before_its_timings_keeps_at_most_max_waiting_workers_al
     assert [s["key"] for s in said if "key" in s] == list(range(24))
     assert said[-1]["done"]
     assert judge.most_alive <= 8, f"{judge.most_alive} candidate workers alive at once"
+
+
+def test_a_batch_group_closes_early_when_its_workers_fill_the_gpu():
+    # 100 units, 10 a worker, 10% kept free and room for two more: at most 7 waiting workers at once
+    judge = BatchJudge(max_waiting=32)
+    judge.total_memory, judge.worker_memory = 100, 10
+    said: list[dict] = []
+    Judge.evaluate(judge, {"id": "r", "jobs": [{"key": i} for i in range(24)], "parallel": 1}, said.append)
+    assert [s["key"] for s in said if "key" in s] == list(range(24))
+    assert judge.most_alive == 7, f"{judge.most_alive} candidate workers alive at once"

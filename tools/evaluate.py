@@ -67,8 +67,9 @@ class EvalSettings:
     cluster: str | None = None
     # The judge times each candidate as it passes while others are still checked (tools.judge_settings)
     overlap_timing: bool = False
-    # Without overlap: passed candidates parked at once, waiting for their group's timings (tools.judge_settings)
-    max_waiting: int = 16
+    # Without overlap: at most this many candidates in a group, waiting for its timings; on a GPU a group also
+    # closes when the device's free memory runs short (tools/batch_groups.py)
+    max_waiting: int = 32
     # The run's budget, as a wall-clock time (time.time()): a candidate's checks are cut when it runs out
     # (at least MIN_CHECK_S each, tools/session.py) instead of holding the round for check_timeout_s. None:
     # check_timeout_s alone. Not a judge setting: each request carries its own.

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from tools import lifeline, process_seal, sandbox, staging
+from tools.batch_groups import MemoryRoom, check_in_groups
 from tools.checks import Checks
 from tools.compare import compare, same_bits
 from tools.gpu_gate import GpuGate
@@ -390,28 +391,34 @@ class Judge:
         timed = self.device == "cuda"
         passed: list[tuple[dict, Session, dict]] = []
 
-        def check(job: dict) -> None:
+        def check(job: dict) -> bool:
             result, session = self.evaluate_one(job, timed)
             if session is None:
                 say({"id": request["id"], "key": job["key"], "result": result})
-            else:
+                return False
+            with lock:
                 passed.append((job, session, result))
+            return True
+
+        def time_group() -> None:
+            for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
+                say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
+            passed.clear()
+            if timed:  # the group's comparisons and timings cached memory the next group's workers need
+                _free_judge_memory()
 
         if self.overlapping:
             self._check_while_timing(jobs, parallel, request["id"], say)
         else:
-            order = {job["key"]: i for i, job in enumerate(jobs)}
-            group = max(1, self.settings.max_waiting, parallel)
-            for start in range(0, len(jobs), group):
-                with ThreadPoolExecutor(max_workers=parallel) as pool:
-                    list(pool.map(check, jobs[start : start + group]))
-                for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
-                    say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
-                passed.clear()
-                if timed:  # the group's comparisons and timings cached memory the next group's workers need
-                    _free_judge_memory()
+            order, lock = {job["key"]: i for i, job in enumerate(jobs)}, threading.Lock()
+            cap = max(1, self.settings.max_waiting, parallel)
+            check_in_groups(jobs, parallel, cap, check, time_group, self._memory_room if timed else None)
         zygote = self._zygote.proc.pid if self._zygote is not None else None
         say({"id": request["id"], "done": True, "zygote_pid": zygote})
+
+    def _memory_room(self) -> MemoryRoom:
+        """The device's free memory as a group of waiting workers grows (every process's, the driver's)."""
+        return MemoryRoom(lambda: torch.cuda.mem_get_info()[0], torch.cuda.mem_get_info()[1])
 
     def _check_while_timing(self, jobs: list[dict], parallel: int, rid: Any, say: Any) -> None:
         """Each candidate timed as soon as it passed, one at a time with the GPU to itself (the gate), while

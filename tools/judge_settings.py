@@ -35,11 +35,12 @@ class JudgeSettings:
     # moved into commands that launch nothing, and the GPU gate keeps every check off the GPU during a
     # timed run (tools/gpu_gate.py). Off: every check of a group (max_waiting) ends before its first timing.
     overlap_timing: bool = False
-    # Passed candidates waiting for their timing at once, each a worker with its own CUDA context: a whole
-    # 24-candidate softmax batch of them, their cached memory kept, filled an H200. Without overlap, a batch
-    # is checked and timed in groups of this size (at least ``parallel``, so that every check worker has
-    # work); with it, at most parallel + 1 candidates are alive.
-    max_waiting: int = 16
+    # Passed candidates waiting for their timing at once, each a worker with its own CUDA context. Without
+    # overlap, a batch is checked and timed in groups of at most this many (at least ``parallel``, so that
+    # every check worker has work), a group on a GPU closing earlier when the device's free memory runs short
+    # (tools/batch_groups.py: a whole 24-candidate softmax batch of waiting workers filled an H200); with
+    # overlap, at most parallel + 1 candidates are alive.
+    max_waiting: int = 32
 
 
 class Verdict(Exception):

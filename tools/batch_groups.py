@@ -1,0 +1,87 @@
+"""A batch checked and timed in groups (the judge without overlap): every check of a group ends before
+its first timing, so that no check shares the GPU with a timed run.
+
+A candidate that passed keeps its worker (a CUDA context, its arena, its cached memory) until it is
+timed. A group therefore closes when it holds ``cap`` candidates, or, on a GPU, when the device's free
+memory would not hold two more workers of the size this group's have grown to on top of a floor: a fixed
+group size either filled an H200 (a 24-candidate softmax batch) or split small batches for nothing (an
+add_rmsnorm batch of 24 in 16 + 8, its second group's checks on 8 of 15 workers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+FLOOR_SHARE = 0.1  # of the device's memory, never given to waiting workers
+MARGIN_WORKERS = 2  # room for this many more workers of the group's mean size before one more starts
+
+
+class MemoryRoom:
+    """Whether one more worker fits while ``alive`` of this group hold memory (``free_bytes()``: the
+    device's free bytes, every process counted)."""
+
+    def __init__(self, free_bytes: Callable[[], int], total_bytes: int):
+        self._free_bytes = free_bytes
+        self._floor = FLOOR_SHARE * total_bytes
+        self._start = free_bytes()
+
+    def __call__(self, alive: int) -> bool:
+        free = self._free_bytes()
+        per_worker = max(0, self._start - free) / max(1, alive)
+        return free - MARGIN_WORKERS * per_worker > self._floor
+
+
+class _Alive:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.count += n
+
+
+def check_in_groups(
+    jobs: Iterable[dict[str, Any]],
+    parallel: int,
+    cap: int,
+    check: Callable[[dict[str, Any]], bool],
+    time_group: Callable[[], None],
+    room: Callable[[], Callable[[int], bool]] | None = None,
+) -> int:
+    """Check ``jobs`` on ``parallel`` threads; ``check(job)`` says whether the job passed and waits to be
+    timed. A group closes at ``cap`` waiting or running candidates, or when ``room()`` (made afresh per
+    group) says no more fit; ``time_group()`` then times the group's passed candidates. Every group takes
+    at least one job. Returns the number of groups."""
+    pending, groups = deque(jobs), 0
+    while pending:
+        groups += 1
+        fits = room() if room is not None else (lambda _alive: True)
+        alive, slots = _Alive(), threading.Semaphore(parallel)
+        futures: list[Future] = []
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            while pending:
+                slots.acquire()
+                if alive.count >= cap or (alive.count and not fits(alive.count)):
+                    slots.release()
+                    break
+                alive.add(1)
+                futures.append(pool.submit(_run, check, pending.popleft(), alive, slots))
+            for future in futures:
+                future.result()
+        time_group()
+    return groups
+
+
+def _run(
+    check: Callable[[dict[str, Any]], bool], job: dict[str, Any], alive: _Alive, slots: threading.Semaphore
+) -> None:
+    try:
+        if not check(job):
+            alive.add(-1)  # its worker is gone: it holds nothing while the group waits
+    finally:
+        slots.release()
