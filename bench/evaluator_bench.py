@@ -14,6 +14,7 @@ import argparse
 import datetime as dt
 import itertools
 import json
+import math
 import os
 import random
 import sys
@@ -124,7 +125,8 @@ def throughput(
 ) -> dict:
     """N configs of one task (a seeded shuffle of every module's space) through every stage.
     ``variant`` = "PARALLEL/WARMUP_MS/REP_MS", then optionally "/overlap" (the judge times each candidate as
-    it passes, ``overlap_timing``) or "/wN" (groups of at most N, ``max_waiting``); empty: the evaluator's
+    it passes, ``overlap_timing``), "/grouped" (checked, then timed, in groups) or "/wN" (groups of at most
+    N, ``max_waiting``); empty: the evaluator's
     defaults), so two settings can be
     compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
     batch on a Dask cluster instead of this machine's judge."""
@@ -152,7 +154,8 @@ def throughput(
         parallel, warmup, rep, *mode = variant.split("/")
         settings.parallel = int(parallel)
         settings.timing = TimingSettings(warmup_ms=float(warmup), rep_ms=float(rep))
-        settings.overlap_timing = "overlap" in mode
+        if "overlap" in mode or "grouped" in mode:
+            settings.overlap_timing = "overlap" in mode
         for m in mode:
             if m.startswith("w"):
                 settings.max_waiting = int(m[1:])
@@ -166,6 +169,10 @@ def throughput(
 
     with CpuSampler() as cpu, Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many(batch, on_result=progress)
+        judge = getattr(evaluator.backend, "judge", None)  # a local judge: where its start went
+        startup = {"judge_ready_s": judge.ready.get("started_in_s"), "judge_setup_s": judge.ready.get("setup_s"),
+                   "zygote_ready_s": judge.last_done.get("zygote_ready_s"),
+                   "zygote_warm_s": judge.last_done.get("zygote_warm_s")} if judge else {}  # fmt: skip
     wall = time.perf_counter() - started
     verdicts: dict[str, int] = {}
     stages: dict[str, list[float]] = {}
@@ -183,6 +190,7 @@ def throughput(
         "verdicts": verdicts,
         # a batch is checked and timed in groups (tools.judge): when the results came is where the time went
         "first_result_s": min(arrived.values(), default=None),
+        "startup": startup,
         # per candidate, inside its worker: mean and max seconds of each stage
         "stage_seconds": {k: {"mean": statistics.mean(v), "max": max(v)} for k, v in sorted(stages.items())},
         "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
@@ -248,9 +256,9 @@ def markdown(report: dict) -> str:
             "the judge saw them; in brackets the part spent waiting for the worker's replies / for the judge's "
             "own CUDA stream (the rest is the judge's copies and comparisons).",
             "",
-            "| setting | candidates | wall s | per minute | verdicts | first result s "
+            "| setting | candidates | wall s | per minute | verdicts | first result s | judge ready / zygote ready s "
             "| startup | compile | correctness (worker / sync) | timing (worker / sync) |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for tp in report.get("throughput_variants", [report["throughput"]]):
             ts = tp.get("timing_settings", {})
@@ -261,15 +269,30 @@ def markdown(report: dict) -> str:
 
             lines.append(
                 f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')}"
-                f"{'/overlap' if tp.get('overlap_timing') else ''}"
+                f"{'/overlap' if tp.get('overlap_timing') else '/grouped'}"
                 f"{'/w' + str(tp['max_waiting']) if 'max_waiting' in tp else ''} "
                 f"| {tp['candidates']} | {tp['wall_s']:.1f} | **{tp['per_minute']:.1f}** | {tp['verdicts']} "
-                f"| {_fmt_s(tp.get('first_result_s'))} | {mean('startup')} | "
+                f"| {_fmt_s(tp.get('first_result_s'))} | {_fmt_s(tp.get('startup', {}).get('judge_ready_s'))} / "
+                f"{_fmt_s(tp.get('startup', {}).get('zygote_ready_s'))} | {mean('startup')} | "
                 f"{mean('compile')} | {mean('correctness')} ({mean('correctness_worker')} / {mean('correctness_sync')}) | "
                 f"{mean('timing')} ({mean('timing_worker')} / {mean('timing_sync')}) |"
             )
-        lines.append("")
+        lines += ["", *_against_first(report.get("throughput_variants", [])), ""]
     return "\n".join(lines)
+
+
+def _against_first(variants: list[dict]) -> list[str]:
+    """Each later variant's timings against the first's, candidate by candidate (the same configs): the
+    geomean of the ratios and their range, over the candidates that passed in both."""
+    lines = []
+    for i, tp in enumerate(variants[1:], start=2):
+        ratios = [b["geomean_us"] / a["geomean_us"] for a, b in zip(variants[0]["results"], tp["results"], strict=False)
+                  if a.get("geomean_us") and b.get("geomean_us")]  # fmt: skip
+        if ratios:
+            geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+            lines.append(f"- variant {i} against variant 1, candidate by candidate ({len(ratios)} timed in both): "
+                         f"geomean {geo:.3f} ({min(ratios):.3f}-{max(ratios):.3f})")  # fmt: skip
+    return lines
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -285,7 +308,7 @@ def main() -> None:
     parser.add_argument(
         "--throughput-variants",
         default="",
-        help="comma-separated PARALLEL/WARMUP_MS/REP_MS[/overlap][/wN] settings to compare on the same batch",
+        help="comma-separated PARALLEL/WARMUP_MS/REP_MS[/overlap|/grouped][/wN] settings to compare on the same batch",
     )
     parser.add_argument(
         "--throughput-clusters",

@@ -13,7 +13,8 @@
 #         throughput-ab                        the same 24 configs under several PARALLEL/WARMUP/REP settings
 #         hardening-tests                      the GPU-only hacks and faults (tests/test_hardening_gpu.py)
 #         judge-tests                          every probe on the GPU, the re-measure against the judge's clock (tests/test_judge_gpu.py)
-#         throughput-scale-shift               24 configs of tests/fixtures/tasks/scale_shift_cpu_gen (CPU-generator inputs, 352 M elements)
+#         throughput-scale-shift               24 configs of tests/fixtures/tasks/scale_shift_cpu_gen (CPU-generator inputs, 352 M elements;
+#                                              SCALE_VARIANTS as THROUGHPUT_VARIANTS for throughput-ab)
 #         throughput-cluster                   the same 24 add_rmsnorm configs on this machine's judge and on --cluster local:1,
 #                                              alternated CLUSTER_PAIRS times (default 2): one pair does not settle a ratio
 #         throughput-profile                   the 24 add_rmsnorm configs with the judge under bench/judge_sampler.py
@@ -37,8 +38,9 @@ for part in $PARTS; do
     evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/evaluator-tests.log" | tail -15 ;;
     hardening-tests) timeout 200 python3 -m pytest tests/test_hardening_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/hardening-tests.log" | tail -15 ;;
     judge-tests) KA_RECORD_DIR="$OUT" timeout 300 python3 -m pytest tests/test_judge_gpu.py -m gpu -s -q -p no:cacheprovider 2>&1 | tee "$OUT/judge-tests.log" | tail -15 ;;
-    throughput-scale-shift) timeout 240 python3 bench/evaluator_bench.py --out "$OUT/throughput-scale-shift" --tasks "" --throughput 24 \
-                              --throughput-task tests/fixtures/tasks/scale_shift_cpu_gen 2>&1 | tail -30 ;;
+    throughput-scale-shift) timeout "${SCALE_TIMEOUT:-240}" python3 bench/evaluator_bench.py --out "$OUT/throughput-scale-shift" \
+                              --tasks "" --throughput 24 --throughput-task tests/fixtures/tasks/scale_shift_cpu_gen \
+                              ${SCALE_VARIANTS:+--throughput-variants "$SCALE_VARIANTS"} 2>&1 | tail -30 ;;
     throughput-cluster) pairs=$(for _ in $(seq "${CLUSTER_PAIRS:-2}"); do printf 'local,local:1,'; done)
                         timeout "${CLUSTER_TIMEOUT:-420}" python3 bench/evaluator_bench.py --out "$OUT/throughput-cluster" --tasks "" \
                           --throughput 24 --throughput-clusters "${pairs%,}" 2>&1 | tail -30 ;;
@@ -51,7 +53,7 @@ for part in $PARTS; do
     bench) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode 2>&1 | tail -40 ;;
     bench-all) timeout 420 python3 bench/evaluator_bench.py --out "$OUT/bench" --tasks add_rmsnorm,gqa_decode,softmax 2>&1 | tail -60 ;;
     throughput) timeout 180 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 2>&1 | tail -8 ;;
-    throughput-ab) timeout 420 python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 \
+    throughput-ab) timeout "${AB_TIMEOUT:-420}" python3 bench/evaluator_bench.py --out "$OUT/throughput" --tasks "" --throughput 24 \
                      --throughput-variants "${THROUGHPUT_VARIANTS:-15/5/15,24/5/15,12/10/30}" 2>&1 | tail -30 ;;
     softmax) timeout 300 python3 bench/evaluator_bench.py --out "$OUT/softmax" --tasks softmax --check-timeout 280 2>&1 | tail -25 ;;
     ncu-cases) timeout 200 python3 bench/ncu_fixtures.py --out "$OUT/ncu" --only cases 2>&1 | tail -20 ;;

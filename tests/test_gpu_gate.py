@@ -77,7 +77,7 @@ def test_with_overlap_each_candidate_is_timed_as_it_passes_and_never_beside_a_ch
     from tools.judge import Judge
 
     judge = Judge.__new__(Judge)
-    judge.gate = GpuGate()
+    judge.gate, judge.device = GpuGate(), "cpu"
     timing_now, log, said = [False], [], []
 
     def evaluate_one(job, time_it):
@@ -112,7 +112,7 @@ def test_with_overlap_a_timing_that_raises_fails_that_candidate_alone():
     from tools.judge import Judge
 
     judge = Judge.__new__(Judge)
-    judge.gate = GpuGate()
+    judge.gate, judge.device = GpuGate(), "cpu"
     said = []
     judge.evaluate_one = lambda job, time_it: ({"verdict": "pass"}, SimpleNamespace(key=job["key"], kill=lambda: None))
 

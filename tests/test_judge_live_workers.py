@@ -18,6 +18,7 @@ class SlowTimingJudge:
         self.alive = 0
         self.most_alive = 0
         self.gate = self
+        self.device = "cpu"
 
     def exclusive(self):
         return contextlib.nullcontext()
@@ -41,6 +42,27 @@ def test_checks_that_outrun_the_timing_wait_for_it_instead_of_piling_up_workers(
     Judge._check_while_timing(judge, [{"key": i} for i in range(24)], 2, "r", said.append)
     assert sorted(s["key"] for s in said) == list(range(24))
     assert judge.most_alive <= 3, f"{judge.most_alive} candidate workers alive at once"
+
+
+class OverlapJudge(SlowTimingJudge):
+    """A GPU of ``total_memory`` whose every live worker holds ``worker_memory`` of it."""
+
+    def __init__(self, total_memory: int, worker_memory: int) -> None:
+        super().__init__()
+        self.device = "cuda"
+        self.total_memory, self.worker_memory = total_memory, worker_memory
+
+    def _memory_room(self) -> MemoryRoom:
+        return MemoryRoom(lambda: self.total_memory - self.alive * self.worker_memory, self.total_memory)
+
+
+def test_checks_timed_as_they_pass_keep_no_more_workers_alive_than_the_gpu_holds():
+    # 100 units, 10 a worker, 10% kept free and room for two more: at most 7 alive, though 16 could be
+    judge = OverlapJudge(total_memory=100, worker_memory=10)
+    said: list[dict] = []
+    Judge._check_while_timing(judge, [{"key": i} for i in range(24)], 15, "r", said.append)
+    assert sorted(s["key"] for s in said) == list(range(24))
+    assert judge.most_alive == 7, f"{judge.most_alive} candidate workers alive at once"
 
 
 class BatchJudge(SlowTimingJudge):

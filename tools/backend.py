@@ -65,11 +65,12 @@ class JudgeClient:
         )  # fmt: skip
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc, self._lines), daemon=True).start()
+        started = time.perf_counter()
         self._send(self.start_request)
         message = self._receive(self.READY_TIMEOUT_S)
         if not message.get("ready"):
             raise JudgeLost(f"the judge did not start: {message}")
-        self.ready = message
+        self.ready = {**message, "started_in_s": round(time.perf_counter() - started, 3)}  # its imports included
 
     @staticmethod
     def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:

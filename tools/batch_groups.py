@@ -1,5 +1,6 @@
-"""A batch checked and timed in groups (the judge without overlap): every check of a group ends before
-its first timing, so that no check shares the GPU with a timed run.
+"""How many candidate workers a batch keeps alive. Without overlap a batch is checked and timed in
+groups: every check of a group ends before its first timing, so that no check shares the GPU with a timed
+run. With overlap (a candidate timed as soon as it passed) ``AliveLimit`` bounds the workers alive.
 
 A candidate that passed keeps its worker (a CUDA context, its arena, its cached memory) until it is
 timed. A group therefore closes when it holds ``cap`` candidates, or, on a GPU, when the device's free
@@ -33,6 +34,29 @@ class MemoryRoom:
         free = self._free_bytes()
         per_worker = max(0, self._start - free) / max(1, alive)
         return free - MARGIN_WORKERS * per_worker > self._floor
+
+
+class AliveLimit:
+    """Candidate workers alive at once in a batch timed as it is checked (overlap): at most ``cap``, and
+    one more only while ``fits(alive)`` says the device's free memory holds it (always the first)."""
+
+    POLL_S = 0.5  # a worker's memory comes back when its process has ended, which nothing announces
+
+    def __init__(self, cap: int, fits: Callable[[int], bool] | None = None):
+        self.cap, self._fits = cap, fits or (lambda _alive: True)
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def enter(self) -> None:
+        with self._cond:
+            while not (self.count == 0 or (self.count < self.cap and self._fits(self.count))):
+                self._cond.wait(self.POLL_S)
+            self.count += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self.count -= 1
+            self._cond.notify_all()
 
 
 class _Alive:

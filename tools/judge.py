@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from tools import lifeline, process_seal, sandbox, staging
-from tools.batch_groups import MemoryRoom, check_in_groups
+from tools.batch_groups import AliveLimit, MemoryRoom, check_in_groups
 from tools.checks import Checks
 from tools.compare import compare, same_bits
 from tools.gpu_gate import GpuGate
@@ -72,9 +72,12 @@ class Judge:
         self.settings = JudgeSettings(**raw)
         self.hidden = [dict(s) for s in start.get("hidden_shapes", [])]
         self.root = Path(start["workdir"])
+        self.setup_s: dict[str, float] = {}  # where the judge's own start went (the bench reports it)
+        lap = time.perf_counter()
         self._zygote: Zygote | None = None
         self._zygote_lock = threading.Lock()
         self.zygote()  # first: its imports and warm-up (seconds) overlap this judge's own setup
+        lap = self._lap("zygote_spawn", lap)
         budget = 0
         if self.device == "cuda":
             torch.cuda.init()
@@ -82,8 +85,10 @@ class Judge:
         self.refs = ReferenceCache(self.task, self.device, budget)
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)
+        lap = self._lap("device", lap)
         self.copy_gbps = copy_bandwidth_gbps(self.settings.timing) if self.device == "cuda" else None
         self.flush_us = _flush_us() if self.device == "cuda" else 0.0
+        self._lap("copy_bandwidth", lap)
         self._layout: staging.Layout | None = None
         self._layout_lock = threading.Lock()
         self._retry_lock = threading.Lock()  # one re-check at a time after the judge ran out of memory
@@ -93,6 +98,11 @@ class Judge:
         self.out_lock = threading.Lock()
         self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
         self.overlapping = self.device == "cuda" and self.settings.overlap_timing
+
+    def _lap(self, step: str, since: float) -> float:
+        now = time.perf_counter()
+        self.setup_s[step] = round(now - since, 3)
+        return now
 
     # -- the workload ---------------------------------------------------------------------------
     def check_pairs(self) -> list[tuple[dict, str]]:
@@ -247,7 +257,7 @@ class Judge:
         session = Session(self, job)
         checks = Checks(session)
         try:
-            with session.phase("startup"), self.gate.shared():  # the candidate's import may run GPU work
+            with session.phase("startup"):
                 session.open(session.check_limit_s)
             with self.gate.shared():
                 degenerate = self.degenerate()
@@ -413,8 +423,10 @@ class Judge:
             order, lock = {job["key"]: i for i, job in enumerate(jobs)}, threading.Lock()
             cap = max(1, self.settings.max_waiting, parallel)
             check_in_groups(jobs, parallel, cap, check, time_group, self._memory_room if timed else None)
-        zygote = self._zygote.proc.pid if self._zygote is not None else None
-        say({"id": request["id"], "done": True, "zygote_pid": zygote})
+        zygote = self._zygote
+        say({"id": request["id"], "done": True, "zygote_pid": zygote.proc.pid if zygote else None,
+             "zygote_ready_s": zygote.ready_s if zygote else None,
+             "zygote_warm_s": zygote.warm_s if zygote else None})  # fmt: skip
 
     def _memory_room(self) -> MemoryRoom:
         """The device's free memory as a group of waiting workers grows (every process's, the driver's)."""
@@ -422,21 +434,22 @@ class Judge:
 
     def _check_while_timing(self, jobs: list[dict], parallel: int, rid: Any, say: Any) -> None:
         """Each candidate timed as soon as it passed, one at a time with the GPU to itself (the gate), while
-        the others are still checked. At most ``parallel + 1`` candidates are alive at once: a passed one
-        keeps its worker (a CUDA context, its inputs and outputs) until it is timed, and checks that outran
-        the timing filled an H200 with waiting workers by the end of a 24-candidate softmax batch."""
+        the others are still checked. At most ``parallel + 1`` candidates are alive at once, fewer when the
+        device's free memory would not hold another: a passed one keeps its worker (a CUDA context, its
+        inputs and outputs) until it is timed, and checks that outran the timing filled an H200 with waiting
+        workers by the end of a 24-candidate softmax batch."""
         passed: queue.Queue = queue.Queue()
-        alive = threading.BoundedSemaphore(parallel + 1)
+        alive = AliveLimit(parallel + 1, self._memory_room() if self.device == "cuda" else None)
 
         def check(job: dict) -> None:
-            alive.acquire()
+            alive.enter()
             try:
                 result, session = self.evaluate_one(job, True)
             except BaseException:
-                alive.release()
+                alive.leave()
                 raise
             if session is None:
-                alive.release()
+                alive.leave()
                 say({"id": rid, "key": job["key"], "result": result})
             else:
                 passed.put((job, session, result))
@@ -451,7 +464,7 @@ class Judge:
                     session.kill()
                     timed = {**result, **_internal(exc)}
                 finally:
-                    alive.release()
+                    alive.leave()
                 say({"id": rid, "key": job["key"], "result": timed})
 
         timer = threading.Thread(target=time_each, name="timing", daemon=True)
@@ -534,14 +547,16 @@ def serve() -> None:
         with lock:
             os.write(protocol, data)
 
+    started = time.perf_counter()
     start = json.loads(sys.stdin.readline())
     judge = Judge(start)
     if judge.device in process_seal.SEALED_DEVICES:
         process_seal.seal()  # before the first reference is computed: the expected outputs live in this heap
     lifeline.end_with_parent(os.getppid(), lambda: _end(judge))
     judge.prepare()
+    judge.setup_s["total"] = round(time.perf_counter() - started, 3)
     say({"ready": True, "device": judge.info, "copy_gbps": judge.copy_gbps, "limits": judge.limits,
-         "sealed": process_seal.sealed()})  # fmt: skip
+         "sealed": process_seal.sealed(), "setup_s": judge.setup_s})  # fmt: skip
     try:
         for line in sys.stdin:
             if not line.strip():

@@ -81,7 +81,8 @@ class Session:
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"],
                  "private": str(judge.root)}  # fmt: skip
-        self.ask("hello", **hello)
+        with judge.gate.shared():  # the candidate's import may run GPU work; its fork and connect run none
+            self.ask("hello", **hello)
 
     def _left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import IO, Any
@@ -73,6 +74,7 @@ def _child(request: dict) -> None:
 
 def serve() -> None:
     global _PROTOCOL_FD
+    started = time.perf_counter()
     import torch
     import triton.language  # noqa: F401  (what every child would otherwise import itself)
 
@@ -80,12 +82,12 @@ def serve() -> None:
 
     _PROTOCOL_FD = os.dup(1)
     os.dup2(2, 1)  # prints from imported code land in the log, not in the protocol
-    _warm()
+    seconds = {"imports": round(time.perf_counter() - started, 3), **_warm()}
     children: set[int] = set()
     pending = b""
     reading = True
     try:
-        _say({"ready": True})
+        _say({"ready": True, "seconds": seconds})
         while reading or children:
             ready, _, _ = select.select([0] if reading else [], [], [], 0.05)
             if ready:
@@ -118,28 +120,33 @@ def serve() -> None:
             sandbox.kill_group(pid)
 
 
-def _warm() -> None:
+def _warm() -> dict[str, float]:
     """What every worker would otherwise pay for on its own, paid once here before any fork, without
     touching the GPU (the check before each fork says so): the op guard's first dispatch (it imports
     torch._dynamo), Triton's compiler modules, the hash of Triton's own sources that keys every kernel in
     its cache, and on a GPU Triton's C driver module (built and loaded; CUDA itself is not initialized).
-    Each step is only a head start: one that fails is logged, and the workers pay for it as before."""
+    Each step is only a head start: one that fails is logged, and the workers pay for it as before.
+    Returns each step's seconds."""
     import triton
     from triton.runtime.cache import triton_key
 
     from tools import guard
 
-    steps = [guard.warm, triton_key]
-    steps += [functools.partial(importlib.import_module, name)
-              for name in ("triton.compiler.code_generator", "triton.experimental.gluon.language")]  # fmt: skip
+    steps = {"guard": guard.warm, "triton_key": triton_key}
+    steps |= {name: functools.partial(importlib.import_module, name)
+              for name in ("triton.compiler.code_generator", "triton.experimental.gluon.language")}  # fmt: skip
     if not os.environ.get("TRITON_INTERPRET"):
-        steps.append(lambda: triton.runtime.driver.active.utils)  # the proxy builds the driver on first use
-    for step in steps:
+        steps["driver"] = lambda: triton.runtime.driver.active.utils  # the proxy builds the driver on first use
+    seconds = {}
+    for name, step in steps.items():
+        lap = time.perf_counter()
         try:
             step()
         except Exception:
             print("zygote: a warm-up step failed; the workers will do it themselves", file=sys.stderr)
             traceback.print_exc()
+        seconds[name] = round(time.perf_counter() - lap, 3)
+    return seconds
 
 
 class Zygote:
@@ -153,6 +160,9 @@ class Zygote:
 
     def __init__(self, command_prefix: list[str], cwd: Path, env: dict[str, str], max_open_files: int):
         self._log: IO[bytes] = open(cwd / "zygote.log", "ab")  # noqa: SIM115 - owned by the process
+        self._started = time.perf_counter()
+        self.ready_s: float | None = None  # seconds from its start to its warm-up done (its first fork)
+        self.warm_s: dict[str, float] = {}  # its imports and each warm-up step, as it timed them
         self.proc = subprocess.Popen(
             # -P: the zygote's folder is not on sys.path (nothing planted there is imported)
             [*command_prefix, sys.executable, "-P", "-m", "tools.zygote"],
@@ -183,6 +193,8 @@ class Zygote:
                 with self._changed:
                     if message.get("ready"):
                         self._ready = True
+                        self.ready_s = round(time.perf_counter() - self._started, 3)
+                        self.warm_s = message.get("seconds", {})
                     elif "token" in message:
                         if message["token"] in self._cancelled:  # its caller gave up: no orphan
                             self._cancelled.discard(message["token"])
