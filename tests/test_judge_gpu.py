@@ -40,15 +40,19 @@ def _record(name: str, data: object) -> None:
         Path(folder, f"{name}.json").write_text(json.dumps(data, indent=2, default=str))
 
 
-def test_every_probe_is_rejected_on_the_gpu(tmp_path):
+@pytest.mark.parametrize("overlap", [True, False], ids=["timed_as_checked", "checked_then_timed"])
+def test_every_probe_is_rejected_on_the_gpu(tmp_path, overlap):
+    """Under both of the judge's schedules: each candidate timed as soon as it passed while others are still
+    checked, and a batch checked then timed in groups."""
     task = load_task(TASKS / "axpy")
     names = list(ON_THE_GPU)
     cands = [Candidate(source=(PROBES / f"{n}.py").read_text(), config=CONFIG) for n in names]
-    settings = EvalSettings(static_checks=False, hidden_seed=7, workdir=str(tmp_path), check_timeout_s=120)
+    settings = EvalSettings(static_checks=False, hidden_seed=7, workdir=str(tmp_path), check_timeout_s=120,
+                            overlap_timing=overlap)  # fmt: skip
     with Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many([*cands, Candidate(source=GOOD, config=CONFIG)])
     got = {n: (r.error_type, r.stage, r.message) for n, r in zip(names, results, strict=False)}
-    _record("probes_gpu", got)
+    _record(f"probes_gpu_{'overlap' if overlap else 'grouped'}", got)
     for name, (error_type, phrase) in ON_THE_GPU.items():
         assert got[name][0] == error_type and phrase in got[name][2], (name, got[name])
     assert results[-1].passed and results[-1].metrics.per_shape[0].method == "cuda_graph", results[-1].message
