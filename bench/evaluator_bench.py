@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import statistics
 import sys
 import threading
 import time
@@ -131,7 +132,6 @@ def throughput(
     compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
     batch on a Dask cluster instead of this machine's judge."""
     import itertools
-    import statistics
 
     task = load_task(REPO / task_path)
     rng = random.Random(0)
@@ -193,6 +193,8 @@ def throughput(
         "startup": startup,
         # per candidate, inside its worker: mean and max seconds of each stage
         "stage_seconds": {k: {"mean": statistics.mean(v), "max": max(v)} for k, v in sorted(stages.items())},
+        # checking cost: compile + correctness of each checked candidate, less its waits for another's timed run
+        "checking_s": _mean_max([_checking_s(r.stage_seconds) for r in results if "correctness" in r.stage_seconds]),
         "parallel_check_workers": settings.parallel or _default_parallel("cuda"),
         "timing_settings": {"warmup_ms": settings.timing.warmup_ms, "rep_ms": settings.timing.rep_ms},
         "overlap_timing": settings.overlap_timing,
@@ -257,8 +259,8 @@ def markdown(report: dict) -> str:
             "own CUDA stream (the rest is the judge's copies and comparisons).",
             "",
             "| setting | candidates | wall s | per minute | verdicts | first result s | judge ready / zygote ready s "
-            "| startup | compile | correctness (worker / sync) | timing (worker / sync) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| startup | compile | correctness (worker / sync) | checking, less GPU waits | timing (worker / sync) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for tp in report.get("throughput_variants", [report["throughput"]]):
             ts = tp.get("timing_settings", {})
@@ -275,6 +277,7 @@ def markdown(report: dict) -> str:
                 f"| {_fmt_s(tp.get('first_result_s'))} | {_fmt_s(tp.get('startup', {}).get('judge_ready_s'))} / "
                 f"{_fmt_s(tp.get('startup', {}).get('zygote_ready_s'))} | {mean('startup')} | "
                 f"{mean('compile')} | {mean('correctness')} ({mean('correctness_worker')} / {mean('correctness_sync')}) | "
+                f"{_fmt_s((tp.get('checking_s') or {}).get('mean'))} | "
                 f"{mean('timing')} ({mean('timing_worker')} / {mean('timing_sync')}) |"
             )
         lines += ["", *_against_first(report.get("throughput_variants", [])), ""]
@@ -293,6 +296,16 @@ def _against_first(variants: list[dict]) -> list[str]:
             lines.append(f"- variant {i} against variant 1, candidate by candidate ({len(ratios)} timed in both): "
                          f"geomean {geo:.3f} ({min(ratios):.3f}-{max(ratios):.3f})")  # fmt: skip
     return lines
+
+
+def _checking_s(seconds: dict[str, float]) -> float:
+    """One candidate's checking seconds: compile and correctness, without the GPU gate's waits."""
+    stages = ("compile", "correctness")
+    return sum(seconds.get(s, 0.0) - seconds.get(f"{s}_gate", 0.0) for s in stages)
+
+
+def _mean_max(values: list[float]) -> dict[str, float] | None:
+    return {"mean": statistics.mean(values), "max": max(values)} if values else None
 
 
 def _fmt_s(seconds: float | None) -> str:

@@ -127,3 +127,29 @@ def test_with_overlap_a_timing_that_raises_fails_that_candidate_alone():
     assert sorted(by_key) == [0, 1, 2]
     assert by_key[1]["verdict"] == "fail" and "the judge's own fault" in by_key[1]["message"]
     assert by_key[0]["stage"] == by_key[2]["stage"] == "timing"
+
+
+def test_a_check_waiting_for_another_candidates_timed_run_counts_that_wait_apart(tmp_path):
+    """Checking cost is the checks' own seconds: the wait for the gate while another candidate is timed is
+    kept apart (``correctness_gate``), not mixed into the stage's work."""
+    from types import SimpleNamespace
+
+    from tools.judge_settings import JudgeSettings
+    from tools.session import Session
+
+    judge = SimpleNamespace(gate=GpuGate(), settings=JudgeSettings())
+    session = Session(judge, {"scratch": str(tmp_path)})
+    timing_started = threading.Event()
+
+    def timed_run():
+        with judge.gate.exclusive():
+            timing_started.set()
+            time.sleep(0.3)
+
+    thread = _later(timed_run)
+    timing_started.wait(5)
+    with session.phase("correctness"), session.on_gpu():
+        pass
+    thread.join(5)
+    assert session.seconds["correctness_gate"] >= 0.2
+    assert session.seconds["correctness"] >= session.seconds["correctness_gate"]

@@ -30,7 +30,7 @@ class Checks:
             reply = s.compile_only(entry, shape)
             self.compile_the_rest((shape, dtype))
         else:
-            with judge.gate.shared():
+            with s.on_gpu():
                 _, reply = s.call(entry, "compile", shape)
         kernels = []
         for k in reply.get("kernels", []):
@@ -62,7 +62,7 @@ class Checks:
     def correctness(self) -> None:
         for shape, dtype in self.judge.check_pairs():
             for seed in range(self.judge.settings.seeds):
-                with self.judge.gate.shared():
+                with self.s.on_gpu():
                     self.one(shape, dtype, seed)
                 self.count += 1
 

@@ -81,7 +81,7 @@ class Session:
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"],
                  "private": str(judge.root)}  # fmt: skip
-        with judge.gate.shared():  # the candidate's import may run GPU work; its fork and connect run none
+        with self.on_gpu():  # the candidate's import may run GPU work; its fork and connect run none
             self.ask("hello", **hello)
 
     def _left(self) -> float:
@@ -114,6 +114,15 @@ class Session:
         return reply
 
     @contextlib.contextmanager
+    def on_gpu(self) -> Iterator[None]:
+        """The judge's GPU gate held shared around commands that may run GPU work (tools/gpu_gate.py); the
+        wait for it (another candidate's timed run) goes to ``PHASE_gate``, apart from the phase's work."""
+        lap = time.perf_counter()
+        with self.judge.gate.shared():
+            self._spent("gate", time.perf_counter() - lap)
+            yield
+
+    @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Time a phase of the judging into ``seconds[name]``, failed or not; the waits of the commands asked
         inside it go to ``NAME_sync`` and ``NAME_worker``, those asked between phases to none."""
@@ -130,9 +139,10 @@ class Session:
         return now
 
     def _spent(self, where: str, seconds: float) -> None:
-        """Where a stage's seconds went: waiting for the judge's stream (``sync``), for the worker's reply
-        (``worker``, and per command: ``call``, ``bench``, ...; ``jit``: Triton compiling inside them, as the
-        worker reports it); the rest of the stage is the judge's own work (copies, guard bands, comparisons)."""
+        """Where a stage's seconds went: waiting for the GPU gate (``gate``: another candidate's timed run),
+        for the judge's stream (``sync``), for the worker's reply (``worker``, and per command: ``call``,
+        ``bench``, ...; ``jit``: Triton compiling inside them, as the worker reports it); the rest of the stage
+        is the judge's own work (copies, guard bands, comparisons)."""
         if self.phase_now is not None and seconds:
             key = f"{self.phase_now}_{where}"
             self.seconds[key] = self.seconds.get(key, 0.0) + seconds
