@@ -6,8 +6,9 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 - a round without improvement doubles the share of random restarts;
 - compile failures are never proposed again nor mutated;
 - variants are one more dimension: an optimum that lives in a variant is found within the budget;
-- the first round tries every variant, however small its space beside the others, and values to avoid
-  (failed twice, never passed) do not cost a variant its draw while one of its configs is allowed;
+- the first round spreads its points over the space (no two one step apart) and tries every variant,
+  however small its space beside the others, and values to avoid (failed twice, never passed) do not
+  cost a variant its draw while one of its configs is allowed;
 - memory_bound at the roofline stops the search, judged at the shapes the target judges (min_dims);
 - a config that is slow in geomean but the fastest at one shape is searched around too, the shapes the
   roofline target is judged at first, lowest roofline first.
@@ -15,6 +16,7 @@ synthetic cost model (no kernels): what tests/test_graph_expert.py does not cove
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -183,6 +185,20 @@ def test_the_first_round_tries_every_variant_however_small_its_space():
     for seed in range(5):
         ctx = context(history, 1, seed, n=2, spaces=spaces).model_copy(update={"module_sources": sources})
         assert len({p.module for p in ExpertProposer(settings()).propose(ctx).proposals}) == 2, seed
+
+
+def test_exploration_spreads_its_points_over_the_space():
+    """Eight points of a 3^4 space beside the baseline: drawn uniformly, two of them land one step apart in
+    almost every draw (about 3.6 such pairs on average), and the region between them stays unseen. Each point
+    is drawn among the farthest from the ones before it, so no two are neighbours."""
+    grid = {"BLOCK_M": [8, 16, 32], "BLOCK_N": [128, 256, 512], "CHUNKS": [2, 8, 32], "num_warps": [2, 4, 8]}
+    start = {"BLOCK_M": 8, "BLOCK_N": 128, "CHUNKS": 2, "num_warps": 4}
+    history = [record(0, 0, "baseline.py", start, 50.0, origin="baseline")]
+    for seed in range(10):
+        props = ExpertProposer(settings()).propose(context(history, 1, seed, spaces={"baseline.py": grid})).proposals
+        points = [start] + [p.config for p in props]
+        steps = [sum(a[k] != b[k] for k in grid) for a, b in itertools.combinations(points, 2)]
+        assert len(points) == 9 and min(steps) >= 2, seed
 
 
 def test_values_to_avoid_do_not_cost_a_variant_its_draw():

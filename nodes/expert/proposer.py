@@ -1,12 +1,12 @@
 """The expert proposer: random exploration, then one-step local search steered by the bottleneck.
 
 - Exploration (the first ``explore_rounds`` rounds): distinct random points of the human's space,
-  variants included as one more dimension.
+  variants included as one more dimension, each drawn among the points farthest from those tried.
 - Local search: one-step neighbours of the top ``top_k`` passing configs, round-robin over the parents,
   each parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles,
   more splits; register_spills: smaller tiles, more warps; ...), never steered by a diagnosis read at
-  a shape already at its ceiling. A share of each round goes to random
-  restarts, more of it after a round without improvement.
+  a shape already at its ceiling. A share of each round goes to random restarts (drawn far from the
+  configs tried, like exploration), more of it after a round without improvement.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
 - Every shape the roofline target judges (target.min_dims) near its same-size ceiling: nothing left to
@@ -44,7 +44,7 @@ from loop.scoring import (
 from memory.cases.model import source_digest
 from nodes.expert.convergence import anchors, converged, rounds_without_gain, unexplored
 from nodes.expert.resources import resource_problems
-from nodes.expert.space import key_role, neighbours, point_key, random_points
+from nodes.expert.space import key_role, neighbours, point_key, spread_points
 from tools.candidate import candidate_identity
 from tools.dispatch import shape_label
 from tools.task import config_problems, meets_min_dims
@@ -117,7 +117,7 @@ class ExpertProposer:
         stop = self._near_roofline(ctx)
         if stop:
             return Proposed(reason=stop, converged=True)
-        if ctx.mode == "explore":
+        if ctx.mode == "explore" and ctx.round > self.search["explore_rounds"]:  # the rule judges a walk
             stop = converged(ctx, self.search, self._done(ctx))
             if stop:
                 return Proposed(reason=stop, converged=True)
@@ -153,11 +153,14 @@ class ExpertProposer:
             # Inside the draw, so a variant's first point is one of its allowed configs when it has any.
             return seen(module, config) or _uses_avoided(module, config, avoid)
 
+        tried = [(h["module"], h["config"]) for h in ctx.history if h.get("module") in ctx.search_spaces]
         exploring = ctx.round <= self.search["explore_rounds"] or not self._parents(ctx)
         if exploring and ctx.mode != "reflect":
-            for module, config in random_points(rng, ctx.search_spaces, modules, n * 3, ruled_out):
-                if len(picks) < n:
-                    picks.append(_random_proposal(module, config, ctx, "random exploration"))
+            near = tried + [(p.module, p.config) for p in picks]
+            for module, config in spread_points(
+                rng, ctx.search_spaces, modules, n - len(picks), ruled_out, near
+            ):
+                picks.append(_random_proposal(module, config, ctx, "random exploration"))
         else:
             restarts = 0 if ctx.mode == "reflect" else math.floor(n * self._restart_fraction(ctx))
             picks += self._local(ctx, rng, seen, avoid, n - restarts - len(picks))
@@ -166,11 +169,11 @@ class ExpertProposer:
             def excluded(module: str, config: dict[str, Any]) -> bool:
                 return ruled_out(module, config) or point_key(module, config) in taken
 
-            for module, config in random_points(
-                rng, ctx.search_spaces, modules, (n - len(picks)) * 3, excluded
+            near = tried + [(p.module, p.config) for p in picks]
+            for module, config in spread_points(
+                rng, ctx.search_spaces, modules, n - len(picks), excluded, near
             ):
-                if len(picks) < n:
-                    picks.append(_random_proposal(module, config, ctx, "random restart"))
+                picks.append(_random_proposal(module, config, ctx, "random restart"))
         if ctx.mode == "fix" and ctx.last_failure:
             failed = ctx.last_failure
             note = f" (the failed config {failed.get('config')} is discarded: {failed.get('error_type')})"
