@@ -2,17 +2,20 @@
 
 - Exploration (the first ``explore_rounds`` rounds): distinct random points of the human's space,
   variants included as one more dimension, each drawn among the points farthest from those tried.
-- Local search: one-step neighbours of the top ``top_k`` passing configs, round-robin over the parents,
-  each parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles,
-  more splits; register_spills: smaller tiles, more warps; ...), never steered by a diagnosis read at
-  a shape already at its ceiling. A share of each round goes to random restarts (drawn far from the
-  configs tried, like exploration), more of it after a round without improvement.
+- Local search: one-step neighbours of the top ``top_k`` passing configs and of the fastest config at
+  each shape, round-robin over the parents, the neighbours the convergence rule checks first, each
+  parent's moves ordered by how well they answer the diagnosis (low_parallelism: smaller tiles, more
+  splits; register_spills: smaller tiles, more warps; ...), never steered by a diagnosis read at a
+  shape already at its ceiling. A share of each round goes to random restarts (drawn far from the
+  configs tried, like exploration), more of it after a round without improvement; once the rounds the
+  rule waits for have found nothing new, a round holds only the neighbours it has left to check.
 - Pruning: failed configs are never parents; configs slower than ``prune_below_baseline`` of the
   baseline's speed are not mutated; values that failed twice and never passed are avoided.
 - Every shape the roofline target judges (target.min_dims) near its same-size ceiling: nothing left to
-  gain, say so and stop; likewise when the search has converged (nodes/expert/convergence.py: every
-  one-step neighbour of the top configs evaluated and rounds in a row without a 1% gain) and when
-  every config of the space has been evaluated.
+  gain, say so and stop; likewise when the search has converged (nodes/expert/convergence.py: the top
+  configs and the fastest config at each shape that matters to the table are local optima, and rounds
+  in a row found no 1% gain away from the configs tried) and when every config of the space has been
+  evaluated.
 - Reflect mode: only neighbours of the best and the baseline (known-good code), no restarts.
 - Revise mode: answers each critic objection (shrinks the tile for a resource objection) or withdraws.
 - Memory (``ctx.retrieved_cases``): the configs of kept cases of similar past runs come first, before
@@ -42,7 +45,7 @@ from loop.scoring import (
     near_ceiling,
 )
 from memory.cases.model import source_digest
-from nodes.expert.convergence import anchors, converged, rounds_without_gain, unexplored
+from nodes.expert.convergence import anchors, converged, rounds_without_gain, rounds_without_news, unexplored
 from nodes.expert.resources import resource_problems
 from nodes.expert.space import key_role, neighbours, point_key, spread_points
 from tools.candidate import candidate_identity
@@ -161,6 +164,8 @@ class ExpertProposer:
                 rng, ctx.search_spaces, modules, n - len(picks), ruled_out, near
             ):
                 picks.append(_random_proposal(module, config, ctx, "random exploration"))
+        elif self._closing(ctx):
+            picks += self._local(ctx, rng, seen, avoid, n - len(picks), checks_only=True)
         else:
             restarts = 0 if ctx.mode == "reflect" else math.floor(n * self._restart_fraction(ctx))
             picks += self._local(ctx, rng, seen, avoid, n - restarts - len(picks))
@@ -236,6 +241,16 @@ class ExpertProposer:
                 top.append({**leader, "leads": label})
         return top
 
+    def _closing(self, ctx: AgentContext) -> bool:
+        """Whether this round only closes the convergence check: the rounds the rule asks for found nothing
+        new, and only neighbours of the configs it checks are left (a round of fewer than n candidates:
+        more restarts now would only put off the stop the rule is about to give)."""
+        if ctx.mode != "explore":
+            return False
+        if rounds_without_news(ctx.history, self.search["converge_gain"]) < self.search["converge_rounds"]:
+            return False
+        return any(unexplored(ctx, a, self._done(ctx)) for a in anchors(ctx, self.search))
+
     def _restart_fraction(self, ctx: AgentContext) -> float:
         """More restarts after a round without improvement, once the neighbourhoods the convergence
         rule checks are evaluated (until then they come first, with the usual share of restarts)."""
@@ -244,10 +259,13 @@ class ExpertProposer:
         checking = any(unexplored(ctx, a, self._done(ctx)) for a in anchors(ctx, self.search))
         return self.search["plateau_restart_fraction" if plateau and not checking else "restart_fraction"]
 
-    def _local(self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int) -> list[Proposal]:
+    def _local(
+        self, ctx: AgentContext, rng: random.Random, seen, avoid: set, n: int, checks_only: bool = False
+    ) -> list[Proposal]:
         """Neighbours of the parents: a quarter of the slots to shape leaders, then every one of the
-        configs the convergence rule checks (the top configs since the last gain), then half the slots
-        to the best one, the rest round-robin over all.
+        configs the convergence rule checks (the top configs since the last gain and the shape leaders it
+        names), then half the slots to the best one, the rest round-robin over all; ``checks_only``: only
+        the neighbours the rule checks.
 
         Each parent's moves are ordered by steering score x the diagnosis' confidence plus a random
         jitter, so a confident diagnosis steers and an unsure one leaves the order mostly random.
@@ -265,6 +283,9 @@ class ExpertProposer:
         modules = list(ctx.search_spaces)
         parents = self._parents(ctx)
         checked = [] if ctx.mode == "reflect" else anchors(ctx, self.search)
+        # A top-k config may also be the fastest at a shape the rule checks: its moves say so.
+        leading = {a.get("n"): a["leads"] for a in checked if a.get("leads")}
+        parents = [{**p, "leads": leading[p.get("n")]} if p.get("n") in leading else p for p in parents]
         parents += [a for a in checked if a.get("n") not in {p.get("n") for p in parents}]
         queues = []
         for rank, parent in enumerate(parents):
@@ -289,7 +310,11 @@ class ExpertProposer:
         # then every move of the checked configs, then as above.
         checked_n = {a.get("n") for a in checked}
         first = [rank for rank, parent, scored in queues for _ in scored if parent.get("n") in checked_n]
-        order = leads[: math.ceil(n / 4)] + first + [0] * math.ceil(n / 2) + (turns + [0]) * n
+        order = (
+            first
+            if checks_only
+            else leads[: math.ceil(n / 4)] + first + [0] * math.ceil(n / 2) + (turns + [0]) * n
+        )
         picks: list[Proposal] = []
         taken: set[str] = set()
         for rank in order:
