@@ -32,6 +32,14 @@ ON_THE_GPU = {
     "capture_cheat": ("unwritten_output", "timed replay"),
     "count_cheat": ("unwritten_output", "timed replay"),
 }
+# Timed as checked, a worker's compile command launches no kernel: a probe's first call does no work. So
+# count_cheat, honest for the calls of the other schedule, turns cheap within the checks, and super_batch's
+# cached first result was never computed; both are rejected there, as the H100 run of 2026-12-07 recorded.
+ON_THE_GPU_OVERLAP = {
+    **ON_THE_GPU,
+    "count_cheat": ("unwritten_output", "never written"),
+    "super_batch": ("mismatch", "differs at"),
+}
 
 
 def _record(name: str, data: object) -> None:
@@ -53,7 +61,7 @@ def test_every_probe_is_rejected_on_the_gpu(tmp_path, overlap):
         results = evaluator.evaluate_many([*cands, Candidate(source=GOOD, config=CONFIG)])
     got = {n: (r.error_type, r.stage, r.message) for n, r in zip(names, results, strict=False)}
     _record(f"probes_gpu_{'overlap' if overlap else 'grouped'}", got)
-    for name, (error_type, phrase) in ON_THE_GPU.items():
+    for name, (error_type, phrase) in (ON_THE_GPU_OVERLAP if overlap else ON_THE_GPU).items():
         assert got[name][0] == error_type and phrase in got[name][2], (name, got[name])
     assert results[-1].passed and results[-1].metrics.per_shape[0].method == "cuda_graph", results[-1].message
 
