@@ -22,7 +22,8 @@ class FakeDevice:
             self.groups[-1].append(job["key"])
         return True
 
-    def time_group(self) -> None:
+    def time_group(self, checked: threading.Event) -> None:
+        assert checked.is_set()  # without early timing, every check of the group has ended
         self.free = self.total
         self.groups.append([])
 
@@ -53,7 +54,7 @@ def test_a_group_closes_early_when_the_device_runs_short_of_memory():
 def test_every_group_takes_a_job_even_when_no_memory_is_left():
     device = FakeDevice(total=100, per_worker=10)
     device.free = 5  # below the floor before the first job
-    groups = check_in_groups(jobs(5), 2, 32, device.check, lambda: device.groups.append([]), device.room)
+    groups = check_in_groups(jobs(5), 2, 32, device.check, lambda _checked: device.groups.append([]), device.room)
     assert groups == 5
     assert [len(g) for g in device.groups[:-1]] == [1, 1, 1, 1, 1]
 

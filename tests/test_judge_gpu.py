@@ -32,9 +32,10 @@ ON_THE_GPU = {
     "capture_cheat": ("unwritten_output", "timed replay"),
     "count_cheat": ("unwritten_output", "timed replay"),
 }
-# Timed as checked, a worker's compile command launches no kernel: a probe's first call does no work. So
-# count_cheat, honest for the calls of the other schedule, turns cheap within the checks, and super_batch's
-# cached first result was never computed; both are rejected there, as the H100 run of 2026-12-07 recorded.
+# Where shapes are compiled by commands that launch no kernel (timed as checked: every shape; timed once the
+# group is closed: every shape but the first), a probe's call at such a shape does no work. So count_cheat,
+# honest for the calls of the grouped schedule, turns cheap within the checks, and super_batch's cached
+# first result was never computed; both are rejected there, as the H100 run of 2026-12-07 recorded.
 ON_THE_GPU_OVERLAP = {
     **ON_THE_GPU,
     "count_cheat": ("unwritten_output", "never written"),
@@ -48,20 +49,23 @@ def _record(name: str, data: object) -> None:
         Path(folder, f"{name}.json").write_text(json.dumps(data, indent=2, default=str))
 
 
-@pytest.mark.parametrize("overlap", [True, False], ids=["timed_as_checked", "checked_then_timed"])
-def test_every_probe_is_rejected_on_the_gpu(tmp_path, overlap):
-    """Under both of the judge's schedules: each candidate timed as soon as it passed while others are still
-    checked, and a batch checked then timed in groups."""
+@pytest.mark.parametrize("schedule", ["overlap", "grouped", "early"],
+                         ids=["timed_as_checked", "checked_then_timed", "timed_once_grouped"])  # fmt: skip
+def test_every_probe_is_rejected_on_the_gpu(tmp_path, schedule):
+    """Under each of the judge's schedules: each candidate timed as soon as it passed while others are still
+    checked; a batch checked then timed in groups; and in groups, timed once the group is closed. Where the
+    other shapes are compiled by commands that launch nothing (overlap, early), a probe's extra calls turn
+    count_cheat cheap within the checks and leave super_batch's cached result uncomputed."""
     task = load_task(TASKS / "axpy")
     names = list(ON_THE_GPU)
     cands = [Candidate(source=(PROBES / f"{n}.py").read_text(), config=CONFIG) for n in names]
     settings = EvalSettings(static_checks=False, hidden_seed=7, workdir=str(tmp_path), check_timeout_s=120,
-                            overlap_timing=overlap)  # fmt: skip
+                            overlap_timing=schedule == "overlap", early_timing=schedule == "early")  # fmt: skip
     with Evaluator(task, "cuda", settings) as evaluator:
         results = evaluator.evaluate_many([*cands, Candidate(source=GOOD, config=CONFIG)])
     got = {n: (r.error_type, r.stage, r.message) for n, r in zip(names, results, strict=False)}
-    _record(f"probes_gpu_{'overlap' if overlap else 'grouped'}", got)
-    for name, (error_type, phrase) in (ON_THE_GPU_OVERLAP if overlap else ON_THE_GPU).items():
+    _record(f"probes_gpu_{schedule}", got)
+    for name, (error_type, phrase) in (ON_THE_GPU if schedule == "grouped" else ON_THE_GPU_OVERLAP).items():
         assert got[name][0] == error_type and phrase in got[name][2], (name, got[name])
     assert results[-1].passed and results[-1].metrics.per_shape[0].method == "cuda_graph", results[-1].message
 

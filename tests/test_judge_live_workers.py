@@ -70,7 +70,7 @@ class BatchJudge(SlowTimingJudge):
 
     def __init__(self, max_waiting: int) -> None:
         super().__init__()
-        self.overlapping = False
+        self.overlapping = self.timing_beside_checks = False
         self.device = "cuda"
         self._zygote = None
         self.settings = JudgeSettings(max_waiting=max_waiting)

@@ -74,19 +74,24 @@ def check_in_groups(
     parallel: int,
     cap: int,
     check: Callable[[dict[str, Any]], bool],
-    time_group: Callable[[], None],
+    time_group: Callable[[threading.Event], None],
     room: Callable[[], Callable[[int], bool]] | None = None,
+    time_early: bool = False,
 ) -> int:
     """Check ``jobs`` on ``parallel`` threads; ``check(job)`` says whether the job passed and waits to be
     timed. A group closes at ``cap`` waiting or running candidates, or when ``room()`` (made afresh per
-    group) says no more fit; ``time_group()`` then times the group's passed candidates. Every group takes
-    at least one job. Returns the number of groups."""
+    group) says no more fit; ``time_group(checked)`` then times the group's passed candidates until
+    ``checked`` is set (every check of the group ended) and none waits. It is called once every check of
+    the group has ended, or with ``time_early`` as soon as the group is closed (its last checks, often one
+    slow compile, then run beside the timings). Every group takes at least one job. Returns the number of
+    groups."""
     pending, groups = deque(jobs), 0
     while pending:
         groups += 1
         fits = room() if room is not None else (lambda _alive: True)
         alive, slots = _Alive(), threading.Semaphore(parallel)
         futures: list[Future] = []
+        checked = threading.Event()
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             while pending:
                 slots.acquire()
@@ -95,10 +100,31 @@ def check_in_groups(
                     break
                 alive.add(1)
                 futures.append(pool.submit(_run, check, pending.popleft(), alive, slots))
+            _set_when_done(futures, checked)
+            if time_early:
+                time_group(checked)
             for future in futures:
                 future.result()
-        time_group()
+        if not time_early:
+            checked.wait()
+            time_group(checked)
     return groups
+
+
+def _set_when_done(futures: list[Future], event: threading.Event) -> None:
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_future: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                event.set()
+
+    if not futures:
+        event.set()
+    for future in futures:
+        future.add_done_callback(one_done)
 
 
 def _run(

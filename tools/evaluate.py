@@ -67,6 +67,8 @@ class EvalSettings:
     cluster: str | None = None
     # The judge times each candidate as it passes while others are still checked (tools.judge_settings)
     overlap_timing: bool = False
+    # Without overlap: a group's passed candidates are timed while its last checks still run (tools.judge_settings)
+    early_timing: bool = False
     # Without overlap: at most this many candidates in a group, waiting for its timings; on a GPU a group also
     # closes when the device's free memory runs short (tools/batch_groups.py)
     max_waiting: int = 32
@@ -95,6 +97,7 @@ class EvalSettings:
             "file_bytes": self.max_file_bytes,
             "timing": asdict(self.timing),
             "overlap_timing": self.overlap_timing,
+            "early_timing": self.early_timing,
             "max_waiting": self.max_waiting,
         }
 

@@ -141,6 +141,13 @@ class TorchOpGuard(TorchDispatchMode):
     then names a store before or past a tensor's ends, and ``kept_alive`` names the allocations still
     alive after launch() returned other than its outputs (state kept across calls: a cache)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # False: torch leaves __torch_dispatch__ unwrapped, so the first dispatch does not import
+        # torch._dynamo (about 840 modules, seconds of each zygote's start). The wrapper only matters
+        # inside a torch.compile'd region, which a candidate may not enter (tools/static_check.py).
+        return False
+
     def __init__(self, poison: float | None = math.nan, redzone: int = 0):
         super().__init__()
         self.poison = poison
@@ -231,8 +238,8 @@ class TorchOpGuard(TorchDispatchMode):
 
 
 def warm() -> None:
-    """The guard's first dispatch, on the CPU: it imports torch._dynamo (about 840 modules, seconds of a
-    worker's CPU). Run once in the zygote, so that every worker forked from it starts with them loaded."""
+    """The guard's first dispatch, on the CPU: what it imports is loaded once in the zygote, so that every
+    worker forked from it starts with it (torch._dynamo, seconds, on a torch that wraps the dispatch anyway)."""
     with TorchOpGuard(poison=math.nan, redzone=64):
         torch.empty_like(torch.empty(4)).view(2, 2)
 

@@ -20,6 +20,7 @@ correctness), ``tools/timed.py`` (checked timing and the re-measure of a win), `
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -82,7 +83,8 @@ class Judge:
         if self.device == "cuda":
             torch.cuda.init()
             budget = int(torch.cuda.get_device_properties(0).total_memory * self.settings.references_share)
-        self.refs = ReferenceCache(self.task, self.device, budget)
+        self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
+        self.refs = ReferenceCache(self.task, self.device, budget, self.gate)
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)
         lap = self._lap("device", lap)
@@ -96,8 +98,15 @@ class Judge:
         self._degenerate: str | None = None
         self._ceilings: dict[int, float] = {}
         self.out_lock = threading.Lock()
-        self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
         self.overlapping = self.device == "cuda" and self.settings.overlap_timing
+        # timings that may run while checks do: each shape of a timing holds the GPU alone (the gate), and
+        # the checks' Triton compiling is moved into commands that launch nothing
+        self.timing_beside_checks = self.device == "cuda" and (self.overlapping or self.settings.early_timing)
+
+    def alone_on_gpu(self) -> contextlib.AbstractContextManager:
+        """Held around each shape of a timing: nothing else on the GPU meanwhile. Between two shapes the
+        checks waiting for the GPU go on, so a candidate's ten timed shapes do not hold them all up."""
+        return self.gate.exclusive() if self.timing_beside_checks else contextlib.nullcontext()
 
     def _lap(self, step: str, since: float) -> float:
         now = time.perf_counter()
@@ -399,30 +408,33 @@ class Judge:
         jobs = request["jobs"]
         parallel = max(1, int(request.get("parallel") or self.settings.parallel))
         timed = self.device == "cuda"
-        passed: list[tuple[dict, Session, dict]] = []
+        order = {job["key"]: i for i, job in enumerate(jobs)}
+        passed: queue.Queue[tuple[dict, Session, dict]] = queue.Queue()
 
         def check(job: dict) -> bool:
             result, session = self.evaluate_one(job, timed)
             if session is None:
                 say({"id": request["id"], "key": job["key"], "result": result})
                 return False
-            with lock:
-                passed.append((job, session, result))
+            passed.put((job, session, result))
             return True
 
-        def time_group() -> None:
-            for job, session, result in sorted(passed, key=lambda p: order[p[0]["key"]]):
-                say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
-            passed.clear()
+        def time_group(checked: threading.Event) -> None:
+            """The group's passed candidates, in batch order among those waiting, until every check of the
+            group has ended (``checked``) and none waits."""
+            while not (checked.is_set() and passed.empty()):
+                waiting = _drain(passed, 0.05)
+                for job, session, result in sorted(waiting, key=lambda p: order[p[0]["key"]]):
+                    say({"id": request["id"], "key": job["key"], "result": self.time_one(session, result)})
             if timed:  # the group's comparisons and timings cached memory the next group's workers need
                 _free_judge_memory()
 
         if self.overlapping:
             self._check_while_timing(jobs, parallel, request["id"], say)
         else:
-            order, lock = {job["key"]: i for i, job in enumerate(jobs)}, threading.Lock()
             cap = max(1, self.settings.max_waiting, parallel)
-            check_in_groups(jobs, parallel, cap, check, time_group, self._memory_room if timed else None)
+            check_in_groups(jobs, parallel, cap, check, time_group, self._memory_room if timed else None,
+                            time_early=self.timing_beside_checks)  # fmt: skip
         zygote = self._zygote
         say({"id": request["id"], "done": True, "zygote_pid": zygote.proc.pid if zygote else None,
              "zygote_ready_s": zygote.ready_s if zygote else None,
@@ -458,8 +470,7 @@ class Judge:
             while (item := passed.get()) is not None:
                 job, session, result = item
                 try:
-                    with self.gate.exclusive():
-                        timed = self.time_one(session, result)
+                    timed = self.time_one(session, result)
                 except Exception as exc:  # the judge's own fault: said, and the next candidate still timed
                     session.kill()
                     timed = {**result, **_internal(exc)}
@@ -475,6 +486,19 @@ class Judge:
         finally:
             passed.put(None)
             timer.join()
+
+
+def _drain(waiting: queue.Queue, wait_s: float) -> list:
+    """Everything in the queue now, waiting up to ``wait_s`` for a first item (none: an empty list)."""
+    try:
+        items = [waiting.get(timeout=wait_s)]
+    except queue.Empty:
+        return []
+    while True:
+        try:
+            items.append(waiting.get_nowait())
+        except queue.Empty:
+            return items
 
 
 def _end(judge: Judge) -> None:

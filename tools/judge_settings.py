@@ -35,6 +35,10 @@ class JudgeSettings:
     # moved into commands that launch nothing, and the GPU gate keeps every check off the GPU during a
     # timed run (tools/gpu_gate.py). Off: every check of a group (max_waiting) ends before its first timing.
     overlap_timing: bool = False
+    # Without overlap: a group's passed candidates are timed as soon as the group is closed, while its last
+    # checks (often one slow Triton compile) still run: those compile in commands that launch nothing, and
+    # each shape of a timing has the GPU to itself (the gate). Off: a group's timings wait for all its checks.
+    early_timing: bool = False
     # Passed candidates waiting for their timing at once, each a worker with its own CUDA context. Without
     # overlap, a batch is checked and timed in groups of at most this many (at least ``parallel``, so that
     # every check worker has work), a group on a GPU closing earlier when the device's free memory runs short

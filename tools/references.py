@@ -59,7 +59,7 @@ def shape_key(shape: dict[str, int]) -> str:
 
 
 class ReferenceCache:
-    def __init__(self, task: Task, device: str, device_budget_bytes: int):
+    def __init__(self, task: Task, device: str, device_budget_bytes: int, gpu_gate: GpuGate | None = None):
         self.task = task
         self.device = device
         self.budget = device_budget_bytes
@@ -69,6 +69,8 @@ class ReferenceCache:
         self._guard = threading.Lock()
         self.seconds = 0.0  # spent making inputs and references
         self.alone = GpuGate()  # shared: making entries; exclusive: what touches the task's global state
+        # the judge's GPU gate: an entry made while a candidate is timed would run in its events
+        self.gpu = gpu_gate or GpuGate()
 
     def get(self, shape: dict[str, int], dtype: str, seed: int) -> Entry:
         key = (shape_key(shape), dtype, seed)
@@ -103,7 +105,7 @@ class ReferenceCache:
 
         started = time.perf_counter()
         try:
-            with self.alone.shared():
+            with self.alone.shared(), self.gpu.shared():
                 inputs = _inputs(self.task, shape, dtype, self.device, seed)
                 expected = _reference(self.task, inputs, shape)
         except TaskFailure as failure:

@@ -108,14 +108,16 @@ class Timing:
                               details={"shape": shape, "output": i, **details})  # fmt: skip
 
     def run(self) -> tuple[dict[str, Any], list[dict]]:
-        """Every workload shape: capture, three checked benches, the replay verified. (metrics, kernels)."""
+        """Every workload shape: capture, three checked benches, the replay verified, each shape with the GPU
+        to itself. (metrics, kernels)."""
         judge = self.judge
         rows, kernels = [], []
         for shape, dtype in self.task.workload("cuda"):
-            entry, cap = self.capture(shape, dtype)
-            medians = self.bench(entry, shape, max(judge.settings.timing.repeats, 3))
-            self.verify(shape, dtype)
-            self.s.ask("release")
+            with judge.alone_on_gpu():
+                entry, cap = self.capture(shape, dtype)
+                medians = self.bench(entry, shape, max(judge.settings.timing.repeats, 3))
+                self.verify(shape, dtype)
+                self.s.ask("release")
             kernels.extend(cap.get("kernels", []))
             rows.append(judge.row(shape, dtype, entry, medians, cap["method"]))
         return {"per_shape": rows, "copy_gbps": judge.copy_gbps, "runs": max(judge.settings.timing.repeats, 3)}, kernels

@@ -122,8 +122,8 @@ def serve() -> None:
 
 def _warm() -> dict[str, float]:
     """What every worker would otherwise pay for on its own, paid once here before any fork, without
-    touching the GPU (the check before each fork says so): the op guard's first dispatch (it imports
-    torch._dynamo), Triton's compiler modules, the hash of Triton's own sources that keys every kernel in
+    touching the GPU (the check before each fork says so): the op guard's first dispatch (what it imports),
+    Triton's compiler modules, the hash of Triton's own sources that keys every kernel in
     its cache, and on a GPU Triton's C driver module (built and loaded; CUDA itself is not initialized).
     Each step is only a head start: one that fails is logged, and the workers pay for it as before.
     Returns each step's seconds."""
