@@ -36,7 +36,7 @@ class JudgeClient:
     READY_TIMEOUT_S = 300.0  # its imports, the copy bandwidth, a busy machine
     POLL_S = 1.0  # how often a quiet judge is checked for being dead
     BURY_TIMEOUT_S = 10.0  # a judge whose pipe closed but that will not exit is killed
-    COMMAND = [sys.executable, "-P", "-m", "tools.judge"]
+    COMMAND = [sys.executable, "-P", "-m", "tools.judge_boot"]
 
     def __init__(self, task_folder: str, device: str, settings: dict[str, Any], hidden: list[dict], root: Path):
         """``settings``: the judge's (tools.judge.JudgeSettings fields, as EvalSettings.for_judge gives them)."""

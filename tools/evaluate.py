@@ -53,7 +53,7 @@ class EvalSettings:
     workdir: str | None = None
     timing: TimingSettings = field(default_factory=TimingSettings)
     # Resource limits of a worker process (sandbox): open files, core dumps off, address space on CPU.
-    max_open_files: int = 4096
+    max_open_files: int = sandbox.MAX_OPEN_FILES
     cpu_address_space_bytes: int = 12 << 30
     max_file_bytes: int = 1 << 30  # any one file a worker writes (its log): a flood dies with SIGXFSZ
     # Extra correctness shapes drawn per run near the workload shapes (a kernel tuned to the benchmark

@@ -23,11 +23,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from tools.sandbox import ForbiddenOperation
 from tools.static_check import ALLOWED_IMPORTS
 
-
-class ForbiddenOperation(RuntimeError):
-    """The candidate did something the evaluator does not allow (error_type forbidden_construct)."""
+__all__ = ["ForbiddenOperation"]  # raised here, defined where the zygote can import it without torch
 
 
 _ALLOC_OPS = {

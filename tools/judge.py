@@ -1,6 +1,6 @@
 """The judge: one long-lived trusted process per device that never imports a candidate.
 
-    python -m tools.judge        (started by tools.evaluate; JSON lines on stdin, replies on stdout)
+    python -m tools.judge_boot   (started by tools.evaluate; JSON lines on stdin, replies on stdout)
 
 It loads the task, makes every (shape, dtype, seed) input set and the reference's outputs once per run
 (tools/references.py), measures the device's copy bandwidth, and drives candidate workers
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from tools import lifeline, process_seal, sandbox, staging
+from tools import lifeline, process_seal, staging
 from tools.batch_groups import AliveLimit, MemoryRoom, check_in_groups
 from tools.checks import Checks
 from tools.compare import compare, same_bits
@@ -55,9 +55,8 @@ from tools.session import Session
 from tools.task import bytes_moved, load_task
 from tools.timed import Retime, Timing
 from tools.timing import TimingSettings, copy_bandwidth_gbps, copy_time_us, flush_l2, time_fn
-from tools.zygote import Zygote
+from tools.zygote import Zygote, start_zygote
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Checks (or timings) of one candidate run again after the judge itself ran out of device memory: big
 # tasks' reference caches, arenas and comparisons share one device with 15 workers (a softmax brute force
 # on the H200 lost 3 of 72 candidates to it).
@@ -65,7 +64,7 @@ JUDGE_OOM_RETRIES = 2
 
 
 class Judge:
-    def __init__(self, start: dict[str, Any]):
+    def __init__(self, start: dict[str, Any], zygote: Zygote | None = None):
         self.task = load_task(start["task"])
         self.device = start["device"]
         raw = dict(start.get("settings", {}))
@@ -75,7 +74,7 @@ class Judge:
         self.root = Path(start["workdir"])
         self.setup_s: dict[str, float] = {}  # where the judge's own start went (the bench reports it)
         lap = time.perf_counter()
-        self._zygote: Zygote | None = None
+        self._zygote: Zygote | None = zygote  # started by tools/judge_boot.py before this process's imports
         self._zygote_lock = threading.Lock()
         self.zygote()  # first: its imports and warm-up (seconds) overlap this judge's own setup
         lap = self._lap("zygote_spawn", lap)
@@ -205,9 +204,7 @@ class Judge:
             if self._zygote is None or not self._zygote.alive or self._zygote is replacing:
                 if self._zygote is not None:
                     self._zygote.close()
-                env = worker_env(self.device, self.root / "zygote_triton_cache", self.root)
-                env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() there must not initialize CUDA
-                self._zygote = Zygote(sandbox.network_isolation(), self.root, env, self.settings.max_open_files)
+                self._zygote = start_zygote(self.device, self.root, self.settings.max_open_files)
             return self._zygote
 
     def worker_limits(self) -> dict[str, Any]:
@@ -538,21 +535,6 @@ def _free_judge_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["TRITON_CACHE_DIR"] = str(triton_cache)
-    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
-    env["TMPDIR"] = str(scratch / "tmp")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    return env
-
-
 # Each of the judge's threads blocks many times per check (the worker's reply, each read back from the GPU)
 # and must then take the GIL back from a thread that is comparing; CPython's 5 ms switch interval makes it
 # wait up to that long each time. At 0.5 ms the judge's own seconds per add_rmsnorm candidate in a batch of
@@ -560,10 +542,10 @@ def worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]
 SWITCH_INTERVAL_S = 0.0005
 
 
-def serve() -> None:
+def serve(protocol: int, start: dict[str, Any], zygote: Zygote | None, started: float) -> None:
+    """Answer requests on stdin in ``protocol`` (a duplicate of stdout: stdout itself goes to the log),
+    after the start request ``start`` read by tools/judge_boot.py at ``started`` (perf_counter)."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    protocol = os.dup(1)
-    os.dup2(2, 1)  # prints from imported code land in the log, not in the protocol
     lock = threading.Lock()
 
     def say(message: dict[str, Any]) -> None:
@@ -571,9 +553,7 @@ def serve() -> None:
         with lock:
             os.write(protocol, data)
 
-    started = time.perf_counter()
-    start = json.loads(sys.stdin.readline())
-    judge = Judge(start)
+    judge = Judge(start, zygote)
     if judge.device in process_seal.SEALED_DEVICES:
         process_seal.seal()  # before the first reference is computed: the expected outputs live in this heap
     lifeline.end_with_parent(os.getppid(), lambda: _end(judge))
@@ -597,6 +577,3 @@ def serve() -> None:
     finally:
         judge.close()
 
-
-if __name__ == "__main__":
-    serve()

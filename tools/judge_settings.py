@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from tools.sandbox import MAX_OPEN_FILES
 from tools.timing import TimingSettings
 
 FRESH_SEED = 1000  # fresh values written into the same buffers: seed + 1000
@@ -21,7 +22,7 @@ class JudgeSettings:
     check_timeout_s: float = 240.0
     timing_timeout_s: float = 300.0
     parallel: int = 2
-    max_open_files: int = 4096
+    max_open_files: int = MAX_OPEN_FILES
     cpu_address_space_bytes: int = 12 << 30
     file_bytes: int = 1 << 30
     timing: TimingSettings = field(default_factory=TimingSettings)

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tools.guard import ForbiddenOperation
+MAX_OPEN_FILES = 4096  # a worker's (and its zygote's) open-file limit unless the settings say otherwise
 
 # Programs Triton runs while compiling (ptxas and friends; a C compiler builds its launcher module).
 ALLOWED_PROGRAMS = frozenset(
@@ -119,6 +119,10 @@ _PATH_EVENTS = frozenset(
         "shutil.move",
     }
 )
+
+
+class ForbiddenOperation(RuntimeError):
+    """The candidate did something the evaluator does not allow (error_type forbidden_construct)."""
 
 
 class SandboxViolation(ForbiddenOperation):

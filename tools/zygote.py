@@ -267,3 +267,29 @@ class Zygote:
 
 if __name__ == "__main__":
     serve()
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(triton_cache)
+    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(scratch / "tmp")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def start_zygote(device: str, root: Path, max_open_files: int) -> Zygote:
+    """The judge's zygote for ``device``, its workers' scratch under ``root``. Needs no torch here, so the
+    judge can start it before its own imports (tools/judge_boot.py)."""
+    env = worker_env(device, root / "zygote_triton_cache", root)
+    env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() there must not initialize CUDA
+    return Zygote(sandbox.network_isolation(), root, env, max_open_files)
