@@ -36,7 +36,7 @@ for part in $PARTS; do
   echo "=== $part"
   case $part in
     evaluator-tests) timeout 100 python3 -m pytest tests/test_evaluator_gpu.py -q -p no:cacheprovider 2>&1 | tee "$OUT/evaluator-tests.log" | tail -15 ;;
-    hardening-tests) timeout 200 python3 -m pytest tests/test_hardening_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/hardening-tests.log" | tail -15 ;;
+    hardening-tests) timeout 300 python3 -m pytest tests/test_hardening_gpu.py -q -rA -p no:cacheprovider 2>&1 | tee "$OUT/hardening-tests.log" | tail -15 ;;
     judge-tests) KA_RECORD_DIR="$OUT" timeout 300 python3 -m pytest tests/test_judge_gpu.py -m gpu -s -q -p no:cacheprovider 2>&1 | tee "$OUT/judge-tests.log" | tail -15 ;;
     throughput-scale-shift) timeout "${SCALE_TIMEOUT:-240}" python3 bench/evaluator_bench.py --out "$OUT/throughput-scale-shift" \
                               --tasks "" --throughput 24 --throughput-task tests/fixtures/tasks/scale_shift_cpu_gen \

@@ -30,14 +30,17 @@ EXPECTED = {
 }
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["grouped", "early"])
 @pytest.mark.parametrize("name", [*EXPECTED, "segfault"])
-def test_gpu_hack_then_good_candidate(tmp_path, name):
+def test_gpu_hack_then_good_candidate(tmp_path, name, early):
+    """Under the default schedule and with early timing (the good candidate may then be timed while the
+    hack's checks still run)."""
     source = (
         (CHEATS / f"{name}.py").read_text()
         if name != "segfault"
         else (HERE / "fixtures" / "candidates" / "segfault.py").read_text()
     )
-    settings = EvalSettings(static_checks=False, workdir=str(tmp_path), check_timeout_s=60)
+    settings = EvalSettings(static_checks=False, workdir=str(tmp_path), check_timeout_s=60, early_timing=early)
     with Evaluator(load_task(TASK), "cuda", settings) as evaluator:
         hacked, good = evaluator.evaluate_many(
             [Candidate(source=source, config=CONFIG), Candidate(source=GOOD, config=CONFIG)]
