@@ -422,3 +422,39 @@ def test_a_patched_timing_function_is_reported(monkeypatch, target):
     assert tools.guard.tampered(before) == [target]
     monkeypatch.undo()
     assert tools.guard.tampered(before) == []
+
+
+def test_a_compile_only_call_writes_no_constant_fill_that_could_run_beside_a_timed_kernel():
+    """The judge compiles a candidate's other shapes in commands meant to run nothing on the GPU while
+    another candidate is timed: there, launch()'s zeros/ones/full/fill_ allocate and write nothing, with
+    the shapes and dtypes they would have had; in every other call they fill as asked."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tools import guard
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not (isinstance(out, torch.Tensor) and out.is_meta):  # the guard's size and dtype lookups
+                self.seen.append(func.__name__)
+            return out
+
+    def launch_like() -> list:
+        made = [torch.zeros((3, 4)), torch.ones_like(torch.empty(5)), torch.full((2,), 7), torch.empty(6)]
+        made[-1].fill_(1.5)
+        made.append(torch.empty(2).zero_())
+        return made
+
+    for fills in (True, False):
+        with Ops() as below, guard.TorchOpGuard(poison=None, fills=fills):
+            made = launch_like()
+        writes = [op for op in below.seen if op.split(".")[0] in {"zeros", "ones", "full", "ones_like", "fill_", "zero_"}]
+        assert bool(writes) == fills, (fills, below.seen)
+        assert [(tuple(t.shape), t.dtype) for t in made] == [((3, 4), torch.float32), ((5,), torch.float32),
+                                                             ((2,), torch.int64), ((6,), torch.float32),
+                                                             ((2,), torch.float32)]  # fmt: skip

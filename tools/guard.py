@@ -80,6 +80,24 @@ _ALLOWED_OPS = _ALLOC_OPS | {
 }
 
 
+# Ops that write a constant: in a compile-only call (tools/worker.py op_compile, values never read) they
+# allocate and write nothing, so that the command runs no GPU work beside another candidate's timed run.
+_FILL_IN_PLACE = {"zero_.default", "fill_.Scalar"}
+_FILLED_NEW = {"zeros.default", "ones.default", "full.default"}
+_FILLED_LIKE = {"zeros_like.default", "ones_like.default", "full_like.default"}
+
+
+def _unfilled(name: str, func: Any, args: tuple, kwargs: dict) -> Any:
+    """What a fill op returns without its fill: the tensor as it was, or a fresh allocation of the shape
+    and dtype the op would have made (``full`` takes its dtype from the fill value)."""
+    if name in _FILL_IN_PLACE:
+        return args[0]
+    if name in _FILLED_LIKE:
+        return torch.ops.aten.empty_like.default(args[0], **kwargs)
+    meta = func(*args, **{**kwargs, "device": torch.device("meta")})
+    return torch.ops.aten.empty.memory_format(meta.shape, **{**kwargs, "dtype": meta.dtype})
+
+
 def _op_name(func: Any) -> str:
     name = str(getattr(func, "__name__", func))
     schema = getattr(func, "_schema", None)
@@ -147,10 +165,11 @@ class TorchOpGuard(TorchDispatchMode):
         # inside a torch.compile'd region, which a candidate may not enter (tools/static_check.py).
         return False
 
-    def __init__(self, poison: float | None = math.nan, redzone: int = 0):
+    def __init__(self, poison: float | None = math.nan, redzone: int = 0, fills: bool = True):
         super().__init__()
         self.poison = poison
         self.redzone = redzone
+        self.fills = fills  # False: constant fills allocate and write nothing (a compile-only call)
         self.violations: list[str] = []
         self.allocations: list[torch.Tensor] = []
         # (buffer with both bands, bytes between them, its storage's use count with no view alive)
@@ -172,7 +191,9 @@ class TorchOpGuard(TorchDispatchMode):
                 f"out of memory: launch() asked for {self.host_bytes / 2**30:.0f} GiB of host memory; a "
                 f"candidate may take at most {HOST_ALLOCATION_LIMIT / 2**30:.0f} GiB"
             )
-        if name in _ALLOC_OPS and self.redzone:
+        if not self.fills and (name in _FILL_IN_PLACE or name in _FILLED_NEW or name in _FILLED_LIKE):
+            out = _unfilled(name, func, args, kwargs)
+        elif name in _ALLOC_OPS and self.redzone:
             out = self._guarded_allocation(func, args, kwargs)
         elif name == "as_strided.default" and self.redzone:
             out = func(*self._from_allocation_start(args), **kwargs)

@@ -133,11 +133,14 @@ class Candidate:
         self.module, self.recorder, self.config = module, recorder, config
         self.tamper = tamper_snapshot()
 
-    def call(self, inputs: tuple, poison: float | None, stage: str, redzone: int = REDZONE_BYTES) -> tuple:
+    def call(
+        self, inputs: tuple, poison: float | None, stage: str, redzone: int = REDZONE_BYTES, fills: bool = True
+    ) -> tuple:
         """One launch() under the op guard, poisoned and banded allocations, the thread watch, the
-        lockdown and the launch count. Returns (outputs, the guard) for the checks after the call."""
+        lockdown and the launch count (``fills`` False: constant fills write nothing, see guard.py).
+        Returns (outputs, the guard) for the checks after the call."""
         before = self.recorder.count()
-        guard = TorchOpGuard(poison=poison, redzone=redzone)
+        guard = TorchOpGuard(poison=poison, redzone=redzone, fills=fills)
         try:
             with watched_threads() as started, guard, self.recorder.on_caller_stream():
                 out = self.module.launch(*inputs, **self.config)
@@ -259,7 +262,7 @@ class Session:
         mark = self.cand.recorder.count()
         self.cand.recorder.compile_only = True
         try:
-            out, _ = self.cand.call(self.inputs(msg["inputs"]), None, "compile", redzone=0)
+            out, _ = self.cand.call(self.inputs(msg["inputs"]), None, "compile", redzone=0, fills=False)
         finally:
             self.cand.recorder.compile_only = False
         replay_log.warm(out)
