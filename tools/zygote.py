@@ -265,10 +265,6 @@ class Zygote:
         self._log.close()
 
 
-if __name__ == "__main__":
-    serve()
-
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -293,3 +289,7 @@ def start_zygote(device: str, root: Path, max_open_files: int) -> Zygote:
     env = worker_env(device, root / "zygote_triton_cache", root)
     env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() there must not initialize CUDA
     return Zygote(sandbox.network_isolation(), root, env, max_open_files)
+
+
+if __name__ == "__main__":
+    serve()
