@@ -30,7 +30,7 @@ def judged(expected: torch.Tensor, flat: list[int], logged: list[float]) -> None
     session = SimpleNamespace(judge=SimpleNamespace(task=task), job={"identity": "0" * 16},
                               arena=SimpleNamespace(buffer=buffer))  # fmt: skip
     reply = {"log": staging.Spec(0, (log.numel(),), (1,), "float64").to_json(), "width": len(row), "runs": [2]}
-    entry = Entry(inputs=(), expected=(expected,), dtype="float32")
+    entry = Entry(inputs=(), expected=(expected,), dtype="float32", image=torch.empty(0, dtype=torch.uint8))
     Timing(session).check_log(reply, [torch.tensor(flat)], [entry, entry], {"N": expected.numel()})
 
 

@@ -185,6 +185,12 @@ def _scan_close_slice(
 
     16-bit floats are compared in fp32, which holds them and their differences exactly (to well under
     any tolerance); anything wider in fp64. Sums of squares accumulate in fp64 either way."""
+    if got.is_cuda and not row:
+        from tools import close_scan  # Triton: imported where a GPU judges, not by a CPU run
+
+        if close_scan.covered(got, expected):
+            n_far, ref_sq, diff_sq, top_value, at_value = close_scan.stats(got, expected, rtol, atol)
+            return _take_close(scan, offset, n_far, ref_sq, diff_sq, top_value, at_value)
     work = torch.float32 if got.is_floating_point() and got.element_size() <= 2 else torch.float64
     g, e = got.to(work), expected.to(work)
     diff = (g - e).abs_()  # NaN where either is NaN, inf where one is infinite: never "close" below
@@ -200,8 +206,16 @@ def _scan_close_slice(
             at.to(torch.float64),
         ]
     ).tolist()
-    n_close, ref_sq, diff_sq, top_value, at_value = stats
-    if n_close != diff.numel() or not math.isfinite(ref_sq) or not math.isfinite(diff_sq):
+    n_close, *rest = stats
+    return _take_close(scan, offset, diff.numel() - n_close, *rest)
+
+
+def _take_close(
+    scan: _Scan, offset: int, n_far: float, ref_sq: float, diff_sq: float, top_value: float, at_value: float
+) -> bool:
+    """Fold a close scan's statistics into ``scan``: False (nothing folded) unless every element was close
+    and the sums are finite."""
+    if n_far or not math.isfinite(ref_sq) or not math.isfinite(diff_sq):
         return False
     scan.max_finite_diff = top_value if scan.max_finite_diff is None else max(scan.max_finite_diff, top_value)
     if top_value > scan.worst_diff:

@@ -141,6 +141,21 @@ class Judge:
         the first batch."""
         threads = max(2, (os.cpu_count() or 2) // 2)
         threading.Thread(target=self.refs.prefetch, args=(self.every_entry(), threads), daemon=True).start()
+        if self.device == "cuda":
+            threading.Thread(target=self._warm_close_scan, daemon=True).start()
+
+    def _warm_close_scan(self) -> None:
+        """The GPU comparison's kernels compiled for the outputs' dtypes before the first checks need them."""
+        from tools import close_scan
+
+        try:
+            entry = self.refs.get(*self.compile_pair(), 0)
+        except TaskFailure:
+            return  # the checks say it
+        with self.gate.shared():
+            failed = close_scan.warm({t.dtype for t in entry.expected}, self.device)
+        if failed:
+            print(f"judge: the GPU close scan is off, torch compares every output: {failed}", file=sys.stderr)
 
     def layout(self) -> staging.Layout:
         """The arena layout: room for the largest input set and output set of the run (waits for them)."""

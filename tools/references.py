@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tools import staging
 from tools.gpu_gate import GpuGate
 from tools.task import Task, torch_dtype
 
@@ -39,9 +40,13 @@ class TaskFailure(Exception):
 
 @dataclass
 class Entry:
+    """One input set and the reference's outputs for it. ``image`` is the arena's input region as a worker
+    must find it (``staging.input_image``); ``inputs`` are views into it."""
+
     inputs: tuple[torch.Tensor, ...]
     expected: tuple[torch.Tensor, ...]
     dtype: str
+    image: torch.Tensor
 
     @property
     def nbytes(self) -> int:
@@ -113,13 +118,15 @@ class ReferenceCache:
         finally:
             with self._guard:
                 self.seconds += time.perf_counter() - started
-        entry = Entry(inputs, expected, dtype)
+        image, packed = staging.input_image(inputs)
+        entry = Entry(packed, expected, dtype, image)
         with self._guard:
             keep_here = self.device == "cpu" or self.on_device + entry.nbytes <= self.budget
             if keep_here:
                 self.on_device += entry.nbytes if self.device != "cpu" else 0
         if not keep_here:  # over the device budget: keep it on the host, copied in on use
-            entry = Entry(tuple(t.cpu() for t in inputs), tuple(t.cpu() for t in expected), dtype)
+            image, packed = staging.input_image(tuple(t.cpu() for t in inputs))
+            entry = Entry(packed, tuple(t.cpu() for t in expected), dtype, image)
         return entry
 
 

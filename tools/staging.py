@@ -89,6 +89,27 @@ def view(buffer: torch.Tensor, spec: Spec) -> torch.Tensor:
     return typed.as_strided(spec.shape, spec.stride, spec.offset // itemsize)
 
 
+def packed_inputs(tensors: tuple[torch.Tensor, ...]) -> tuple[list[Spec], int]:
+    """Where inputs sit at the arena's front, each contiguous and followed by its guard band (to the next
+    aligned offset), and the bytes they span."""
+    specs, at = [], 0
+    for t in tensors:
+        specs.append(contiguous_spec(at, tuple(t.shape), t.dtype))
+        at += _aligned(t.numel() * t.element_size() + GUARD_BYTES)
+    return specs, at
+
+
+def input_image(tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """The arena's input region as a worker must find it: the inputs packed as ``packed_inputs`` places
+    them, canary bytes everywhere else. Returns (the bytes, the inputs as views into them): one copy
+    hands a worker its inputs and their guard bands, one comparison checks both afterwards."""
+    specs, span = packed_inputs(tensors)
+    device = tensors[0].device if tensors else torch.device("cpu")
+    image = torch.full((span,), CANARY, dtype=torch.uint8, device=device)
+    views = tuple(view(image, spec).copy_(t) for spec, t in zip(specs, tensors, strict=True))
+    return image, views
+
+
 @dataclass
 class Layout:
     """Inputs at the front (each followed by a guard band), outputs and logs at fixed offsets."""
@@ -99,7 +120,7 @@ class Layout:
 
     @staticmethod
     def input_span(tensors: tuple[torch.Tensor, ...]) -> int:
-        return sum(_aligned(t.numel() * t.element_size() + GUARD_BYTES) for t in tensors)
+        return packed_inputs(tensors)[1]
 
     @property
     def outputs_at(self) -> int:
@@ -114,10 +135,7 @@ class Layout:
         return self.inputs_bytes + self.outputs_bytes + self.log_bytes
 
     def input_specs(self, tensors: tuple[torch.Tensor, ...]) -> list[Spec]:
-        specs, at = [], 0
-        for t in tensors:
-            specs.append(contiguous_spec(at, tuple(t.shape), t.dtype))
-            at += _aligned(t.numel() * t.element_size() + GUARD_BYTES)
+        specs, at = packed_inputs(tensors)
         if at > self.inputs_bytes:
             raise ValueError(f"inputs need {at} bytes, the arena holds {self.inputs_bytes}")
         return specs
@@ -169,10 +187,6 @@ class Arena:
                 self._shared = base64.b64encode(pickle.dumps(self.buffer.untyped_storage()._share_cuda_())).decode()
             return {"kind": "cuda", "nbytes": self.nbytes, "ipc": self._shared}
         return {"kind": "file", "nbytes": self.nbytes, "path": str(self._file)}
-
-    def fill_guards(self, bands: list[tuple[int, int]]) -> None:
-        for start, end in bands:
-            self.buffer[start:end].fill_(CANARY)
 
     def broken_guard(self, bands: list[tuple[int, int]]) -> tuple[int, int] | None:
         """(input index, first changed byte after its end) of the first guard band written, or None."""

@@ -33,7 +33,7 @@ class Timing:
 
     def capture(self, shape: dict, dtype: str) -> tuple[Entry, dict]:
         entry = self.judge.entry(shape, dtype, 0, "timing")
-        specs = self.s.load(entry.inputs)
+        specs = self.s.load(entry)
         cap = self.s.ask("capture", inputs=[sp.to_json() for sp in specs], shape=shape, stage="timing")
         structural = check_described(cap["outputs"], entry.expected, self.judge.device)
         if structural is not None:
@@ -89,7 +89,7 @@ class Timing:
     def verify(self, shape: dict, dtype: str) -> None:
         """Fresh values into the captured buffers, one replay, its own outputs compared in full."""
         fresh = self.judge.entry(shape, dtype, FRESH_SEED, "timing")
-        specs = self.s.load(fresh.inputs)
+        specs = self.s.load(fresh)
         places = self.s.places(fresh.expected)
         reply = self.s.ask("verify", inputs=[sp.to_json() for sp in specs], places=places, stage="timing")
         assert self.s.arena is not None and places is not None
@@ -212,7 +212,7 @@ class Retime:
         settings = judge.settings
         static = sorted(medians)[len(medians) // 2]
         other = judge.entry(shape, dtype, 1, "timing")
-        specs = s.load(other.inputs)
+        specs = s.load(other)
         s.ask("alternate", inputs=[sp.to_json() for sp in specs], stage="timing")
         rotating = timing.bench(entry, shape, 1, rotate=other)[0]
         wall = judge.wall_clock_us(s, static)
