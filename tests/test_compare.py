@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from tools.compare import compare
+from tools.compare import compare, same_bits
 from tools.task import load_task
 
 TASKS = Path(__file__).parent.parent / "tasks"
@@ -102,3 +102,14 @@ def test_close_and_wrong_outputs_of_every_float_width_get_the_same_verdicts():
         nan = close.clone()
         nan[3, 4] = float("nan")
         assert compare(nan, expected, 2e-2, 1e-2)[0] == "nan"
+
+
+def test_two_calls_are_the_same_bits_up_to_signed_zeros_and_nan_payloads_only():
+    x = torch.tensor([1.0, -0.0, math.nan, 3.0])
+    payload = torch.tensor([1.0, 0.0, math.nan, 3.0])
+    payload.view(torch.int32)[2] = 0x7FC00001  # another NaN's bits
+    assert same_bits((x, torch.ones(2)), (x.clone(), torch.ones(2)))
+    assert same_bits((x,), (payload,))  # +0/-0 and the NaN's payload: the same values
+    assert not same_bits((x,), (torch.tensor([1.0, 0.0, 2.0, 3.0]),))  # a number where a NaN was
+    assert not same_bits((x,), (torch.tensor([1.0, 0.0, math.nan, 3.5]),))
+    assert same_bits((torch.tensor(2.0),), (torch.tensor(2.0),))  # 0-d outputs
