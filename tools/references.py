@@ -113,20 +113,21 @@ class ReferenceCache:
             with self.alone.shared(), self.gpu.shared():
                 inputs = _inputs(self.task, shape, dtype, self.device, seed)
                 expected = _reference(self.task, inputs, shape)
+                image, packed = staging.input_image(inputs)
         except TaskFailure as failure:
             return failure
         finally:
             with self._guard:
                 self.seconds += time.perf_counter() - started
-        image, packed = staging.input_image(inputs)
         entry = Entry(packed, expected, dtype, image)
         with self._guard:
             keep_here = self.device == "cpu" or self.on_device + entry.nbytes <= self.budget
             if keep_here:
                 self.on_device += entry.nbytes if self.device != "cpu" else 0
         if not keep_here:  # over the device budget: keep it on the host, copied in on use
-            image, packed = staging.input_image(tuple(t.cpu() for t in inputs))
-            entry = Entry(packed, tuple(t.cpu() for t in expected), dtype, image)
+            with self.gpu.shared():  # copies off the device are GPU work too
+                host = image.cpu()
+                entry = Entry(staging.image_views(host, packed), tuple(t.cpu() for t in expected), dtype, host)
         return entry
 
 

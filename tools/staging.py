@@ -103,11 +103,18 @@ def input_image(tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[
     """The arena's input region as a worker must find it: the inputs packed as ``packed_inputs`` places
     them, canary bytes everywhere else. Returns (the bytes, the inputs as views into them): one copy
     hands a worker its inputs and their guard bands, one comparison checks both afterwards."""
-    specs, span = packed_inputs(tensors)
+    span = packed_inputs(tensors)[1]
     device = tensors[0].device if tensors else torch.device("cpu")
     image = torch.full((span,), CANARY, dtype=torch.uint8, device=device)
-    views = tuple(view(image, spec).copy_(t) for spec, t in zip(specs, tensors, strict=True))
+    views = image_views(image, tensors)
+    for v, t in zip(views, tensors, strict=True):
+        v.copy_(t)
     return image, views
+
+
+def image_views(image: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """The inputs of an input image, as views into it (``tensors`` give their shapes and dtypes)."""
+    return tuple(view(image, spec) for spec in packed_inputs(tensors)[0])
 
 
 @dataclass
