@@ -267,8 +267,10 @@ class Session:
     def region_intact(self, entry: Entry) -> bool:
         """Inputs and guard bands exactly as ``load`` wrote them: one comparison, one read-back."""
         assert self.arena is not None
-        image = entry.image.to(self.arena.buffer.device)  # a no-op unless the entry is kept on the host
-        return torch.equal(self.arena.buffer[: image.numel()], image)
+        region = self.arena.buffer[: entry.image.numel()]
+        if region.device != entry.image.device:  # an entry kept on the host (the device is short of memory)
+            region = region.cpu()  # compared there: no device memory taken
+        return torch.equal(region, entry.image)
 
     def inputs_now(self, entry: Entry) -> tuple[torch.Tensor, ...]:
         assert self.arena is not None
