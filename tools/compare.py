@@ -98,8 +98,8 @@ def compare(
     if not row_scale or not ROW_SCALE_MIN_ROW <= row <= CHUNK:
         row = 0  # element scale (1-D outputs, short or very long rows always)
     step = CHUNK // row * row if row else CHUNK  # whole rows per slice
+    whole = g_all.numel() <= step  # one slice: no slicing (each torch operation waits for the judge's GIL)
     for start in range(0, g_all.numel(), step):
-        whole = g_all.numel() <= step  # one slice: no slicing (each torch operation waits for the judge's GIL)
         g, e = (g_all, e_all) if whole else (g_all[start : start + step], e_all[start : start + step])
         _scan_slice(scan, g, e, start, rtol, atol, row)
     shape = list(got.shape)
@@ -288,7 +288,7 @@ def same_bits(a: tuple, b: tuple) -> bool:
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.reshape(-1).view(torch.uint8) if t.is_contiguous() else t.contiguous().view(-1).view(torch.uint8)
+    return t.reshape(-1).view(torch.uint8)  # reshape copies a tensor that is not contiguous
 
 
 def changed_inputs(inputs: tuple, saved: tuple) -> list[int]:
