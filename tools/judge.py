@@ -50,6 +50,7 @@ from tools.judge_settings import (
     device_info,
     device_limits,
 )
+from tools.launcher_cache import LauncherCache, c_launchers
 from tools.references import Entry, ReferenceCache, TaskFailure
 from tools.session import Session
 from tools.task import bytes_moved, load_task
@@ -83,6 +84,7 @@ class Judge:
             torch.cuda.init()
             budget = int(torch.cuda.get_device_properties(0).total_memory * self.settings.references_share)
         self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
+        self.launchers = LauncherCache(self.root / "launchers", self.device == "cuda" and c_launchers())
         self.refs = ReferenceCache(self.task, self.device, budget, self.gate)
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)

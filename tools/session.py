@@ -51,12 +51,14 @@ class Session:
         self.seconds: dict[str, float] = {}
         self.phase_now: str | None = None  # the phase whose waits ask() adds up (see phase())
         self.inputs_intact = True  # the last call's inputs and guard bands as they were handed over
+        self.launchers_copied: set[str] = set()  # the judge's prebuilt Triton launchers already in its cache
 
     # -- the worker -----------------------------------------------------------------------------
     def open(self, budget_s: float) -> None:
         self.deadline = time.monotonic() + budget_s
         judge = self.judge
         env = {"TRITON_CACHE_DIR": self.job["triton_cache"], "TMPDIR": str(self.scratch / "tmp")}
+        judge.launchers.seed(self.job["triton_cache"], self.launchers_copied)
         (self.scratch / "tmp").mkdir(parents=True, exist_ok=True)
         self.channel = JudgeEnd(self.scratch / "channel")
         argv = ["session", str(self.scratch / "channel")]
@@ -95,6 +97,7 @@ class Session:
             # What this process wrote into the arena (inputs, guard bands) must have landed before the worker,
             # another CUDA context, reads it: nothing orders our stream with its.
             torch.cuda.current_stream().synchronize()
+        self.judge.launchers.seed(self.job["triton_cache"], self.launchers_copied)  # those built since
         synced = time.perf_counter()
         try:
             reply = self.channel.ask(op, self._left(), **fields)
@@ -105,6 +108,7 @@ class Session:
             self._spent("sync", synced - lap)
             self._spent("worker", waited)
             self._spent(op, waited)
+        self.judge.launchers.learn(reply.get("launchers"))
         # the worker's word on where its time went (never a verdict): Triton compiling, and launch() itself
         self._spent("jit", _seconds(reply.get("jit_s")))
         self._spent("launch", _seconds(reply.get("wall_us")) / 1e6)

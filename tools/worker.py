@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from tools import lockdown, process_seal, replay_log, staging
+from tools import launcher_cache, lockdown, process_seal, replay_log, staging
 from tools.channel import WorkerEnd
 from tools.guard import (
     REDZONE_BYTES,
@@ -253,7 +253,9 @@ class Session:
                 reply = {"failure": classify_exception(exc, msg.get("stage") or "timing").to_json()}
             with contextlib.suppress(Exception):  # the GPU idle before the judge hears back (tools/gpu_gate.py)
                 _sync()
-            self.channel.reply(msg.get("id"), jit_s=JIT.take(), **reply)
+            launchers = LAUNCHERS.take()  # a hint: the judge builds these once for later workers
+            self.channel.reply(msg.get("id"), jit_s=JIT.take(), **({"launchers": launchers} if launchers else {}),
+                               **reply)
 
     # -- checks ---------------------------------------------------------------------------------
     def op_compile(self, msg: dict) -> dict:
@@ -457,6 +459,7 @@ class JitClock:
 
 
 JIT = JitClock()
+LAUNCHERS = launcher_cache.SignatureLog()
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,6 +503,8 @@ def run_session(channel_dir: Path) -> int:
     process_seal.seal_worker(device)
     _enter_sandbox(deny=channel.paths, private=tuple(filter(None, [hello.get("private")])))
     JIT.install()
+    if device == "cuda":
+        LAUNCHERS.install()
     name = hello["module_name"]
     lockdown.LOCKDOWN.install(name)
     modules_before = lockdown.module_snapshot()
