@@ -14,6 +14,7 @@ same; one built for a signature a worker made up is never looked up. Where Trito
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -174,8 +175,9 @@ class SignatureLog:
             return
 
         def make_launcher(constants: Any, signature: Any, tensordesc_meta: Any) -> Any:
-            if not tensordesc_meta and len(self._seen) < MAX_SIGNATURES:
-                self._seen.append([str(t) for t in dict(signature).values()])
+            with contextlib.suppress(Exception):  # a hint only: the launcher is made whatever happens here
+                if not tensordesc_meta and len(self._seen) < MAX_SIGNATURES:
+                    self._seen.append([str(t) for t in dict(signature).values()])
             return original(constants, signature, tensordesc_meta)
 
         driver.make_launcher = make_launcher
