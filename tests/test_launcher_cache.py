@@ -89,6 +89,21 @@ def test_a_failed_build_leaves_the_workers_to_build_their_own(tmp_path, monkeypa
     assert "workers build their own" in capfd.readouterr().err
 
 
+def test_a_judge_builds_what_an_earlier_judge_learned_before_any_worker_asks(tmp_path, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(launcher_cache, "build", _fake_build(calls))
+    memory = tmp_path / "home" / "launchers.json"
+    first = LauncherCache(tmp_path / "judge1", enabled=True, remembered=memory)
+    first.learn([["*fp16", "i32", "constexpr"]])
+    assert first.wait(10)
+    memory.write_text(json.dumps([*json.loads(memory.read_text()), ["i32); evil(); (int"], "junk"]))  # tampered
+
+    second = LauncherCache(tmp_path / "judge2", enabled=True, remembered=memory)
+    assert second.wait(10)
+    assert calls == [[("*fp16", "i32", "constexpr")]] * 2 and second.built == 1
+    assert json.loads(memory.read_text())[0] == ["*fp16", "i32", "constexpr"]
+
+
 def test_off_where_triton_launches_without_c_launchers(tmp_path, monkeypatch):
     calls: list = []
     monkeypatch.setattr(launcher_cache, "build", _fake_build(calls))

@@ -84,7 +84,8 @@ class Judge:
             torch.cuda.init()
             budget = int(torch.cuda.get_device_properties(0).total_memory * self.settings.references_share)
         self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
-        self.launchers = LauncherCache(self.root / "launchers", self.device == "cuda" and c_launchers())
+        memory = Path(self.settings.launcher_memory) if self.settings.launcher_memory else None
+        self.launchers = LauncherCache(self.root / "launchers", self.device == "cuda" and c_launchers(), memory)
         self.refs = ReferenceCache(self.task, self.device, budget, self.gate)
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)

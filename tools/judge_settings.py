@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -46,6 +47,10 @@ class JudgeSettings:
     # (tools/batch_groups.py: a whole 24-candidate softmax batch of waiting workers filled an H200); with
     # overlap, at most parallel + 1 candidates are alive.
     max_waiting: int = 32
+    # The Triton launcher signatures this machine's judges built before (type names only, read back with
+    # the same check as a worker's claim): built again at a judge's start, so the first workers of a run
+    # find their launchers too (tools/launcher_cache.py). Empty: each judge learns them anew.
+    launcher_memory: str = str(Path.home() / ".cache" / "kernel-agent" / "triton_launchers.json")
 
 
 class Verdict(Exception):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -54,11 +55,15 @@ def c_launchers() -> bool:
 
 class LauncherCache:
     """The judge's side: learns signatures from workers' replies, builds them in the background in a
-    trusted process, one build at a time, and copies what is built into a worker's cache folder."""
+    trusted process, one build at a time, and copies what is built into a worker's cache folder.
 
-    def __init__(self, folder: Path, enabled: bool):
+    ``remembered``: a file of the signatures built before (type names only, checked again when read), built
+    again at the start so that the first workers of a run find them too."""
+
+    def __init__(self, folder: Path, enabled: bool, remembered: Path | None = None):
         self.folder = folder
         self.enabled = enabled
+        self.remembered = remembered
         self._lock = threading.Lock()
         self._known: set[tuple[str, ...]] = set()  # asked for, built or not
         self._waiting: list[tuple[str, ...]] = []
@@ -67,6 +72,8 @@ class LauncherCache:
         self._idle.set()
         self._built: list[str] = []  # key folders under ``folder``, complete
         self.failures: list[str] = []
+        if enabled and remembered is not None:
+            self.learn(_read_list(remembered))
 
     def learn(self, signatures: Any) -> None:
         """Signatures a worker met (its claim): each new valid one is built once."""
@@ -118,6 +125,8 @@ class LauncherCache:
                     self.failures.append(error)
             if error:
                 print(f"judge: Triton launchers not prebuilt, workers build their own: {error}", file=sys.stderr)
+            elif self.remembered is not None:
+                _remember(self.remembered, batch)
 
 
 def build(folder: Path, signatures: list[tuple[str, ...]]) -> tuple[list[str], str | None]:
@@ -135,13 +144,32 @@ def build(folder: Path, signatures: list[tuple[str, ...]]) -> tuple[list[str], s
     return _complete(folder), error
 
 
+def _read_list(path: Path) -> list:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
+
+
+def _remember(path: Path, signatures: list[tuple[str, ...]]) -> None:
+    """Add ``signatures`` to the file, written whole through a rename (never half a file)."""
+    known = [s for s in map(valid, _read_list(path)) if s is not None]
+    merged = list(dict.fromkeys([*known, *signatures]))[-MAX_SIGNATURES:]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f".{path.name}.{os.getpid()}")
+        part.write_text(json.dumps([list(s) for s in merged]))
+        part.replace(path)
+    except OSError:
+        pass  # a later run learns them again
+
+
 def _complete(folder: Path) -> list[str]:
     return sorted(p.parent.name for p in folder.glob(f"*/{LAUNCHER_NAME}*.so"))
 
 
 def _env() -> dict[str, str]:
-    import os
-
     root = str(Path(__file__).resolve().parent.parent)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
 
