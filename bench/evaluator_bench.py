@@ -127,7 +127,7 @@ def throughput(
     """N configs of one task (a seeded shuffle of every module's space) through every stage.
     ``variant`` = "PARALLEL/WARMUP_MS/REP_MS", then optionally "/overlap" (the judge times each candidate as
     it passes, ``overlap_timing``), "/grouped" (checked, then timed, in groups), "/early" (in groups, each
-    timed once its group is closed, ``early_timing``) or "/wN" (groups of at most
+    timed once its group is closed, ``early_timing``), "/launchers" (``prebuilt_launchers``) or "/wN" (groups of at most
     N, ``max_waiting``); empty: the evaluator's
     defaults), so two settings can be
     compared on the same batch in the same run; ``cluster`` ("local:N", a scheduler address) judges the
@@ -158,6 +158,7 @@ def throughput(
         if "overlap" in mode or "grouped" in mode or "early" in mode:
             settings.overlap_timing = "overlap" in mode
             settings.early_timing = "early" in mode
+        settings.prebuilt_launchers = "launchers" in mode
         for m in mode:
             if m.startswith("w"):
                 settings.max_waiting = int(m[1:])
@@ -202,6 +203,7 @@ def throughput(
         "overlap_timing": settings.overlap_timing,
         "early_timing": settings.early_timing,
         "max_waiting": settings.max_waiting,
+        "prebuilt_launchers": settings.prebuilt_launchers,
         # the batch in order: verdict, geomean and judging worker, so two backends compare candidate by candidate
         "results": [{"config": c.config, "module": c.module, "verdict": r.verdict, "error_type": r.error_type,
                      "geomean_us": r.metrics.geomean_us, "worker": r.worker, "arrived_s": arrived.get(i),
@@ -275,7 +277,8 @@ def markdown(report: dict) -> str:
             lines.append(
                 f"| {tp['parallel_check_workers']}/{ts.get('warmup_ms', '-')}/{ts.get('rep_ms', '-')}"
                 f"{'/overlap' if tp.get('overlap_timing') else '/early' if tp.get('early_timing') else '/grouped'}"
-                f"{'/w' + str(tp['max_waiting']) if 'max_waiting' in tp else ''} "
+                f"{'/w' + str(tp['max_waiting']) if 'max_waiting' in tp else ''}"
+                f"{'/launchers' if tp.get('prebuilt_launchers') else ''} "
                 f"| {tp['candidates']} | {tp['wall_s']:.1f} | **{tp['per_minute']:.1f}** | {tp['verdicts']} "
                 f"| {_fmt_s(tp.get('first_result_s'))} | {_fmt_s(tp.get('startup', {}).get('judge_ready_s'))} / "
                 f"{_fmt_s(tp.get('startup', {}).get('zygote_ready_s'))} | {mean('startup')} | "

@@ -75,6 +75,24 @@ def test_each_signature_is_built_once_and_copied_once_into_each_worker(tmp_path,
     (worker_cache / next(iter(copied)) / f"{launcher_cache.LAUNCHER_NAME}.so").write_bytes(b"the worker's own")
     cache.seed(worker_cache, copied)  # nothing new: what the worker did to its copy stays its own
     assert b"the worker's own" in {p.read_bytes() for p in worker_cache.glob("*/*.so")}
+
+
+def test_a_launcher_the_worker_built_itself_is_never_written_over(tmp_path, monkeypatch):
+    """A worker may have built and loaded the same launcher before the judge's build ended: writing over a
+    mapped library kills the process (SIGSEGV on the H200), so its own stays as it is."""
+    monkeypatch.setattr(launcher_cache, "build", _fake_build([]))
+    cache = LauncherCache(tmp_path / "judge", enabled=True)
+    cache.learn([["*fp16", "i32"]])
+    assert cache.wait(10)
+    (key,) = launcher_cache._complete(tmp_path / "judge")
+    worker_cache = tmp_path / "worker"
+    own = worker_cache / key / f"{launcher_cache.LAUNCHER_NAME}.so"
+    own.parent.mkdir(parents=True)
+    own.write_bytes(b"the worker's own, loaded")
+    inode = own.stat().st_ino
+    cache.seed(worker_cache, set())
+    assert own.read_bytes() == b"the worker's own, loaded" and own.stat().st_ino == inode
+    assert [p.name for p in worker_cache.iterdir()] == [key]  # no part folder left behind
     assert all(p.read_bytes() == b"built by the judge" for p in (tmp_path / "judge").glob("*/*.so"))
 
 
@@ -138,8 +156,10 @@ KERNEL_RUN = textwrap.dedent("""
 
 
 def _run_kernel(cache_dir: Path) -> list:
-    env = {**os.environ, "TRITON_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", KERNEL_RUN], env=env, capture_output=True, text=True, timeout=300)
+    script = cache_dir.parent / "kernel_run.py"  # Triton reads a kernel's source from its file
+    script.write_text(KERNEL_RUN)
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache_dir), "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -72,6 +72,8 @@ class EvalSettings:
     # Without overlap: at most this many candidates in a group, waiting for its timings; on a GPU a group also
     # closes when the device's free memory runs short (tools/batch_groups.py)
     max_waiting: int = 32
+    # Triton's C launchers built once by the judge and copied into later workers' caches (tools.judge_settings)
+    prebuilt_launchers: bool = False
     # The run's budget, as a wall-clock time (time.time()): a candidate's checks are cut when it runs out
     # (at least MIN_CHECK_S each, tools/session.py) instead of holding the round for check_timeout_s. None:
     # check_timeout_s alone. Not a judge setting: each request carries its own.
@@ -99,6 +101,7 @@ class EvalSettings:
             "overlap_timing": self.overlap_timing,
             "early_timing": self.early_timing,
             "max_waiting": self.max_waiting,
+            "prebuilt_launchers": self.prebuilt_launchers,
         }
 
 

@@ -85,7 +85,8 @@ class Judge:
             budget = int(torch.cuda.get_device_properties(0).total_memory * self.settings.references_share)
         self.gate = GpuGate()  # checks share the GPU, a timed run has it alone
         memory = Path(self.settings.launcher_memory) if self.settings.launcher_memory else None
-        self.launchers = LauncherCache(self.root / "launchers", self.device == "cuda" and c_launchers(), memory)
+        prebuild = self.settings.prebuilt_launchers and self.device == "cuda" and c_launchers()
+        self.launchers = LauncherCache(self.root / "launchers", prebuild, memory)
         self.refs = ReferenceCache(self.task, self.device, budget, self.gate)
         self.limits = device_limits(self.device)
         self.info = device_info(self.device)

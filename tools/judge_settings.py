@@ -47,6 +47,12 @@ class JudgeSettings:
     # (tools/batch_groups.py: a whole 24-candidate softmax batch of waiting workers filled an H200); with
     # overlap, at most parallel + 1 candidates are alive.
     max_waiting: int = 32
+    # Triton's C launchers (one per kernel signature, about 0.3 s of a C compiler each in every fresh worker)
+    # built once by a trusted process and copied into each later worker's cache (tools/launcher_cache.py).
+    # Off until a GPU batch confirms the copy made before a worker's command: on the H200 (2026-12-07) a
+    # launcher copied over one a worker had built and loaded killed it (SIGSEGV); copies are now made only
+    # where the worker has none, whole, by a rename.
+    prebuilt_launchers: bool = False
     # The Triton launcher signatures this machine's judges built before (type names only, read back with
     # the same check as a worker's claim): built again at a judge's start, so the first workers of a run
     # find their launchers too (tools/launcher_cache.py). Empty: each judge learns them anew.

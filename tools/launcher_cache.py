@@ -95,11 +95,16 @@ class LauncherCache:
         with self._lock:
             new = [key for key in self._built if key not in copied]
         for key in new:
-            try:
-                shutil.copytree(self.folder / key, Path(cache_dir) / key, dirs_exist_ok=True)
-            except OSError:
-                continue  # the worker builds its own
             copied.add(key)
+            target = Path(cache_dir) / key
+            if target.exists():  # the worker's own, maybe loaded: a file written over a mapped library kills it
+                continue
+            part = Path(cache_dir) / f".{key}.part"
+            try:
+                shutil.copytree(self.folder / key, part)
+                part.rename(target)  # whole or not at all: Triton never sees half a folder
+            except OSError:
+                shutil.rmtree(part, ignore_errors=True)  # the worker builds its own
 
     def wait(self, timeout: float) -> bool:
         """Whether every signature learned so far was built (or failed) within ``timeout`` seconds."""
