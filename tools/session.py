@@ -83,7 +83,7 @@ class Session:
         self._lap("arena", lap)  # waits for the run's first input sets (the arena's size needs them)
         hello = {"arena": self.arena.descriptor(), "device": judge.device, "candidate": self.job["candidate"],
                  "module_name": f"candidate_{self.job['identity']}", "config": self.job["config"],
-                 "private": str(judge.root)}  # fmt: skip
+                 "private": str(judge.root), "name_launchers": judge.launchers.enabled}  # fmt: skip
         with self.on_gpu():  # the candidate's import may run GPU work; its fork and connect run none
             self.ask("hello", **hello)
 

@@ -503,7 +503,7 @@ def run_session(channel_dir: Path) -> int:
     process_seal.seal_worker(device)
     _enter_sandbox(deny=channel.paths, private=tuple(filter(None, [hello.get("private")])))
     JIT.install()
-    if device == "cuda":
+    if device == "cuda" and hello.get("name_launchers"):  # the judge builds them (prebuilt_launchers)
         LAUNCHERS.install()
     name = hello["module_name"]
     lockdown.LOCKDOWN.install(name)
