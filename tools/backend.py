@@ -21,8 +21,6 @@ from typing import Any
 
 from tools import sandbox
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 Finished = Callable[[int, dict[str, Any]], None]
 
 
@@ -52,8 +50,7 @@ class JudgeClient:
         self._next = 0
 
     def _start(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+        env = sandbox.child_env()
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.pop("TRITON_INTERPRET", None)
         if self.device == "cpu":

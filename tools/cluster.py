@@ -34,7 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tools.backend import REPO_ROOT, LocalBackend
+from tools import sandbox
+from tools.backend import LocalBackend
 from tools.lifeline import PARENT_ENV
 from tools.task import Task
 
@@ -120,8 +121,7 @@ def _free_port() -> int:
 
 
 def _env(gpu: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env = sandbox.child_env()
     env["DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES"] = "0"  # a lost chunk is ours to send again, once
     env["DASK_DISTRIBUTED__WORKER__DAEMON"] = "False"  # a worker's judge is a process of its own
     if gpu is not None:

@@ -23,6 +23,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment with the repository first on PYTHONPATH: what a child started as
+    ``python -m tools.X`` (the judge, the zygote, a builder, a cluster's processes) needs to import us."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 MAX_OPEN_FILES = 4096  # a worker's (and its zygote's) open-file limit unless the settings say otherwise
 
 # Programs Triton runs while compiling (ptxas and friends; a C compiler builds its launcher module).

@@ -265,15 +265,11 @@ class Zygote:
         self._log.close()
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
 def worker_env(device: str, triton_cache: Path, scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    env = sandbox.child_env()
     env["TRITON_CACHE_DIR"] = str(triton_cache)
     (scratch / "tmp").mkdir(parents=True, exist_ok=True)
     env["TMPDIR"] = str(scratch / "tmp")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
