@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tools.sandbox import child_env
+
 # a pointer to, or a scalar of, one of Triton's element types; or a constexpr (no C argument)
 _TYPE = re.compile(r"\*?k?(i1|i8|i16|i32|i64|u1|u8|u16|u32|u64|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|f32|fp64)"
                    r"|constexpr")  # fmt: skip
@@ -138,7 +140,7 @@ def build(folder: Path, signatures: list[tuple[str, ...]]) -> tuple[list[str], s
     """Build ``signatures``' launchers under ``folder`` in a fresh process that imports only Triton.
     Returns the cache keys now complete there, and what went wrong, if anything."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = {**_env(), "TRITON_CACHE_DIR": str(folder)}
+    env = {**child_env(), "TRITON_CACHE_DIR": str(folder)}
     command = [sys.executable, "-P", "-m", "tools.launcher_cache", json.dumps([list(s) for s in signatures])]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
@@ -174,11 +176,6 @@ def _complete(folder: Path) -> list[str]:
     return sorted(p.parent.name for p in folder.glob(f"*/{LAUNCHER_NAME}*.so"))
 
 
-def _env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parent.parent)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-
-
 def _build_here(signatures: list[list[str]]) -> None:
     """In the builder process: each launcher as Triton's CudaLauncher would build it in a worker."""
     from triton.backends.nvidia import driver
@@ -199,13 +196,11 @@ class SignatureLog:
         self._seen: list[list[str]] = []
 
     def install(self) -> None:
-        try:
-            from triton.backends.nvidia import driver
-        except Exception:
+        if not c_launchers():
             return
-        original = getattr(driver, "make_launcher", None)
-        if not callable(original) or not c_launchers():
-            return
+        from triton.backends.nvidia import driver
+
+        original = driver.make_launcher
 
         def make_launcher(constants: Any, signature: Any, tensordesc_meta: Any) -> Any:
             with contextlib.suppress(Exception):  # a hint only: the launcher is made whatever happens here

@@ -58,7 +58,6 @@ class Session:
         self.deadline = time.monotonic() + budget_s
         judge = self.judge
         env = {"TRITON_CACHE_DIR": self.job["triton_cache"], "TMPDIR": str(self.scratch / "tmp")}
-        judge.launchers.seed(self.job["triton_cache"], self.launchers_copied)
         (self.scratch / "tmp").mkdir(parents=True, exist_ok=True)
         self.channel = JudgeEnd(self.scratch / "channel")
         argv = ["session", str(self.scratch / "channel")]
