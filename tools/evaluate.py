@@ -73,7 +73,7 @@ class EvalSettings:
     # closes when the device's free memory runs short (tools/batch_groups.py)
     max_waiting: int = 32
     # Triton's C launchers built once by the judge and copied into later workers' caches (tools.judge_settings)
-    prebuilt_launchers: bool = False
+    prebuilt_launchers: bool = True
     # The run's budget, as a wall-clock time (time.time()): a candidate's checks are cut when it runs out
     # (at least MIN_CHECK_S each, tools/session.py) instead of holding the round for check_timeout_s. None:
     # check_timeout_s alone. Not a judge setting: each request carries its own.

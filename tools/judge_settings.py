@@ -49,10 +49,10 @@ class JudgeSettings:
     max_waiting: int = 32
     # Triton's C launchers (one per kernel signature, about 0.3 s of a C compiler each in every fresh worker)
     # built once by a trusted process and copied into each later worker's cache (tools/launcher_cache.py).
-    # Off until a GPU batch confirms the copy made before a worker's command: on the H200 (2026-12-07) a
-    # launcher copied over one a worker had built and loaded killed it (SIGSEGV); copies are now made only
-    # where the worker has none, whole, by a rename.
-    prebuilt_launchers: bool = False
+    # A copy is made only where the worker has none of that key, whole, by a rename (a launcher written over
+    # one a worker had loaded killed it). On an H100 (2026-12-08) this cut add_rmsnorm's checking from 7.2 to
+    # 5.4 s a candidate, with the same timings; the probes and GPU hardening tests passed with it on.
+    prebuilt_launchers: bool = True
     # The Triton launcher signatures this machine's judges built before (type names only, read back with
     # the same check as a worker's claim): built again at a judge's start, so the first workers of a run
     # find their launchers too (tools/launcher_cache.py). Empty: each judge learns them anew.
