@@ -8,7 +8,10 @@ replay runs the expert proposer and critic round by round as the graph does (rou
 instead of the GPU, and stops where the graph would: the target met (judged against each shape's
 ceiling), the proposer converged or out of proposals, or the rounds spent. No profiler runs, so the
 search is unsteered (no diagnosis): a replay measures the strategy, not the steering. Held candidates
-stay failures (nobody approves them). Prints, per seed: rounds, configs evaluated (the baseline's
+stay failures (nobody approves them). A round's fastest config becomes the best only where the graph's
+watchdog would let it (tools.watchdog.check_regression on the table's timings: no shape more than
+``watchdog.max_regression`` slower than the best's, a launch-bound one tolerated when the geomean is faster),
+so the best, the proposer's context and the target follow the same path as a run's. Prints, per seed: rounds, configs evaluated (the baseline's
 included) and their share of the space, the best found against the brute-force best, what export would
 hand back (the per-shape table of the configs evaluated where it beats the best by export's margin, else
 the best) against the same made of every config, and why it stopped; then the medians over the seeds,
@@ -41,7 +44,9 @@ from nodes.expert import ExpertCritic, ExpertProposer  # noqa: E402
 from nodes.expert.space import point_key  # noqa: E402
 from tools.candidate import candidate_identity  # noqa: E402
 from tools.dispatch import table_wins  # noqa: E402
+from tools.results import EvalResult, Metrics  # noqa: E402
 from tools.task import Task, TaskError, load_task  # noqa: E402
+from tools.watchdog import check_regression  # noqa: E402
 
 
 class Measured(BaseModel):
@@ -88,10 +93,12 @@ class Outcome:
         return 100 * (self.shipped_us / self.brute_shipped_us - 1)
 
 
-def shipped_us(attempts: list[Attempt]) -> float | None:
+def shipped_us(attempts: list[Attempt], best: float | None = None) -> float | None:
     """What export hands back from these attempts: the per-shape table's geomean where it beats the best
-    config by export's margin (tools.dispatch.table_wins), else the best config's."""
-    best = min((a.geomean_us for a in attempts if a.passed and a.geomean_us), default=None)
+    config (the run's ``best``, by default the fastest) by export's margin (tools.dispatch.table_wins), else
+    the best config's."""
+    if best is None:
+        best = min((a.geomean_us for a in attempts if a.passed and a.geomean_us), default=None)
     table = table_geomean(attempts)
     if best is None or table is None:
         return best
@@ -107,10 +114,21 @@ def _attempt(n: int, rnd: int, m: Measured, task: Task, origin: str) -> dict[str
             "interpreted": False}  # fmt: skip
 
 
+def _as_result(m: Measured) -> EvalResult:
+    rows = [{"spread": 1.0, "min_us": r.get("median_us"), **r} for r in m.per_shape]
+    return EvalResult(verdict="pass", stage="done", metrics=Metrics(per_shape=rows, geomean_us=m.geomean_us))
+
+
+def watchdog_accepts(new: Measured, best: Measured, settings: Settings) -> bool:
+    """The graph's watchdog on the table's timings (a run re-times the two back to back instead)."""
+    verdict = check_regression(_as_result(new), _as_result(best), settings.watchdog.max_regression,
+                               settings.profiler.launch_bound_below_pct)  # fmt: skip
+    return verdict.accepted
+
+
 def _context(
-    task: Task, settings: Settings, history: list[dict[str, Any]], rnd: int, seed: int
+    task: Task, settings: Settings, history: list[dict[str, Any]], best: dict[str, Any], rnd: int, seed: int
 ) -> AgentContext:
-    best = min((h for h in history if h["verdict"] == "pass"), key=lambda h: h["geomean_us"])
     rows = Attempt.model_validate(best).per_shape
     s = settings.search
     standings = shape_standings(rows, s.near_roofline_pct, settings.profiler.launch_bound_below_pct,
@@ -144,32 +162,40 @@ def replay(task: Task, brute: BruteForce, seed: int, settings: Settings) -> Outc
     table = {point_key(m.module, m.config): m for m in brute.measured}
     baseline = table[point_key(task.baseline_name, task.default_config())]
     history = [_attempt(0, 0, baseline, task, "baseline")]
+    best, best_record = baseline, history[0]
     proposer = ExpertProposer(settings.search.model_dump())
     stop, rounds = "rounds spent", 0
     for rnd in range(1, settings.budget.rounds + 1):
-        records = [Attempt.model_validate(h) for h in history]
-        best = min((a for a in records if a.passed), key=lambda a: a.geomean_us)
-        met = target_met(best, records[0], task.spec.target)
+        met = target_met(
+            Attempt.model_validate(best_record), Attempt.model_validate(history[0]), task.spec.target
+        )
         if met:
             stop = f"target met: {met}"
             break
-        ctx = _context(task, settings, history, rnd, seed)
+        ctx = _context(task, settings, history, best_record, rnd, seed)
         answer = proposer.propose(ctx)
         if not answer.proposals:
             stop = ("converged: " if answer.converged else "nothing to propose: ") + answer.reason
             break
         rounds = rnd
         seen = {point_key(h["module"], h["config"]) for h in history}
+        new: list[tuple[Measured, dict[str, Any]]] = []
         for p in _reviewed(ctx, proposer, answer.proposals):
             key = point_key(p.module, p.config)
             if key not in seen and key in table:
                 seen.add(key)
                 history.append(_attempt(len(history), rnd, table[key], task, "expert"))
-    found = min((h["geomean_us"] for h in history if h["verdict"] == "pass"), default=None)
+                new.append((table[key], history[-1]))
+        passing = [(m, h) for m, h in new if h["verdict"] == "pass" and h["geomean_us"]]
+        if passing:  # the round's fastest pass, as loop.judge.challenger picks it, then the watchdog
+            fastest, record = min(passing, key=lambda mh: mh[1]["geomean_us"])
+            if record["geomean_us"] < best_record["geomean_us"] and watchdog_accepts(fastest, best, settings):
+                best, best_record = fastest, record
     brute_best = brute.best()
     every = [Attempt.model_validate(_attempt(i, 0, m, task, "brute")) for i, m in enumerate(brute.measured)]
-    return Outcome(seed, rounds, len(history), found, brute_best.geomean_us if brute_best else None, stop,
-                   shipped_us([Attempt.model_validate(h) for h in history]), shipped_us(every))  # fmt: skip
+    shipped = shipped_us([Attempt.model_validate(h) for h in history], best_record["geomean_us"])
+    return Outcome(seed, rounds, len(history), best_record["geomean_us"], brute_best.geomean_us if brute_best else None,
+                   stop, shipped, shipped_us(every))  # fmt: skip
 
 
 def _seeds(text: str) -> list[int]:

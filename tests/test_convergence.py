@@ -215,14 +215,37 @@ def bowls(task: Task, optima: list[dict[str, int]], seed: int) -> BruteForce:
 def test_where_shapes_want_different_configs_the_table_is_found_and_the_search_ends_early():
     """The small shapes of the stencil task fastest at one corner of its space, the large ones at another: the
     export of what the search evaluated is within 3% of the export of every config in every run, and the
-    search ends converged on well under half of the space."""
+    search ends converged on well under half of the space. (The single best config is whatever the watchdog
+    let through on the way: a config between the bowls is slower at some shape than the best before it.)"""
     task = load_task(UNSEEN / "stencil_cpu_gen")
     settings = load_settings(task, {"budget": {"rounds": 12}})  # the budget is not what stops it
     small, large = {"BLOCK_W": 256, "ROWS": 1, "num_warps": 2}, {"BLOCK_W": 1024, "ROWS": 4, "num_warps": 4}
     brutes = [bowls(task, [small, small, large, large], landscape) for landscape in range(3)]
     outcomes = [replay(task, brute, seed, settings) for brute in brutes for seed in range(4)]
-    assert all(o.stop.startswith("converged: ") and o.gap_pct <= 3 and o.shipped_gap_pct <= 3 for o in outcomes)
+    assert all(o.stop.startswith("converged: ") and o.shipped_gap_pct <= 3 for o in outcomes)
     assert statistics.median(o.evaluated for o in outcomes) <= 0.4 * brutes[0].space_size
+
+
+def test_a_replay_keeps_the_best_the_watchdog_would_keep():
+    """Every config but the baseline twice as fast at three streaming shapes and 10% slower at the fourth: a run's
+    watchdog refuses each as the new best, so the replay's best stays the baseline, while export ships the
+    per-shape table (the baseline where it is fastest, the others elsewhere)."""
+    task = load_task(UNSEEN / "stencil_cpu_gen")
+    settings = load_settings(task, {"budget": {"rounds": 3}})
+    default, measured = task.default_config(), []
+    space = task.search_space(task.baseline_name)
+    for values in itertools.product(*space.values()):
+        config = dict(zip(space, values, strict=True))
+        slow = 1.0 + 0.001 * len(measured)  # distinct times, none within noise of another
+        times = [100.0] * 4 if config == default else [50.0 * slow, 50.0 * slow, 50.0 * slow, 110.0 * slow]
+        rows = [{"shape": s, "dtype": d, "median_us": us, "roofline_pct": 40.0, "ceiling_pct": 40.0}
+                for (s, d), us in zip(task.workload("cuda"), times, strict=True)]  # fmt: skip
+        measured.append({"module": task.baseline_name, "config": config, "verdict": "pass",
+                         "geomean_us": math.prod(times) ** 0.25, "per_shape": rows})  # fmt: skip
+    brute = BruteForce(task=task.name, space_size=len(measured), measured=measured)
+    outcome = replay(task, brute, 0, settings)
+    assert outcome.evaluated > 1 and outcome.best_us == pytest.approx(100.0)
+    assert outcome.shipped_us == pytest.approx((50.0**3 * 100.0) ** 0.25, rel=0.01)
 
 
 def test_the_report_says_why_the_search_stopped(tmp_path):
