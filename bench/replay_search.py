@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.task_folders import task_folder  # noqa: E402
 from loop.headroom import shape_standings  # noqa: E402
+from loop.judge import challenger  # noqa: E402
 from loop.records import Attempt  # noqa: E402
 from loop.roles import AgentContext, Proposal  # noqa: E402
 from loop.scoring import table_geomean, target_met  # noqa: E402
@@ -46,7 +47,7 @@ from tools.candidate import candidate_identity  # noqa: E402
 from tools.dispatch import table_wins  # noqa: E402
 from tools.results import EvalResult, Metrics  # noqa: E402
 from tools.task import Task, TaskError, load_task  # noqa: E402
-from tools.watchdog import check_regression  # noqa: E402
+from tools.watchdog import check_regression, shape_timing  # noqa: E402
 
 
 class Measured(BaseModel):
@@ -114,12 +115,12 @@ def _attempt(n: int, rnd: int, m: Measured, task: Task, origin: str) -> dict[str
             "interpreted": False}  # fmt: skip
 
 
-def _as_result(m: Measured) -> EvalResult:
-    rows = [{"spread": 1.0, "min_us": r.get("median_us"), **r} for r in m.per_shape]
-    return EvalResult(verdict="pass", stage="done", metrics=Metrics(per_shape=rows, geomean_us=m.geomean_us))
+def _as_result(record: dict[str, Any]) -> EvalResult:
+    rows = [shape_timing(r) for r in record["per_shape"]]
+    return EvalResult(verdict="pass", stage="done", metrics=Metrics(per_shape=rows))
 
 
-def watchdog_accepts(new: Measured, best: Measured, settings: Settings) -> bool:
+def watchdog_accepts(new: dict[str, Any], best: dict[str, Any], settings: Settings) -> bool:
     """The graph's watchdog on the table's timings (a run re-times the two back to back instead)."""
     verdict = check_regression(_as_result(new), _as_result(best), settings.watchdog.max_regression,
                                settings.profiler.launch_bound_below_pct)  # fmt: skip
@@ -162,39 +163,36 @@ def replay(task: Task, brute: BruteForce, seed: int, settings: Settings) -> Outc
     table = {point_key(m.module, m.config): m for m in brute.measured}
     baseline = table[point_key(task.baseline_name, task.default_config())]
     history = [_attempt(0, 0, baseline, task, "baseline")]
-    best, best_record = baseline, history[0]
+    best = history[0]
     proposer = ExpertProposer(settings.search.model_dump())
     stop, rounds = "rounds spent", 0
     for rnd in range(1, settings.budget.rounds + 1):
-        met = target_met(
-            Attempt.model_validate(best_record), Attempt.model_validate(history[0]), task.spec.target
-        )
+        met = target_met(Attempt.model_validate(best), Attempt.model_validate(history[0]), task.spec.target)
         if met:
             stop = f"target met: {met}"
             break
-        ctx = _context(task, settings, history, best_record, rnd, seed)
+        ctx = _context(task, settings, history, best, rnd, seed)
         answer = proposer.propose(ctx)
         if not answer.proposals:
             stop = ("converged: " if answer.converged else "nothing to propose: ") + answer.reason
             break
         rounds = rnd
         seen = {point_key(h["module"], h["config"]) for h in history}
-        new: list[tuple[Measured, dict[str, Any]]] = []
+        first_new = len(history)
         for p in _reviewed(ctx, proposer, answer.proposals):
             key = point_key(p.module, p.config)
             if key not in seen and key in table:
                 seen.add(key)
                 history.append(_attempt(len(history), rnd, table[key], task, "expert"))
-                new.append((table[key], history[-1]))
-        passing = [(m, h) for m, h in new if h["verdict"] == "pass" and h["geomean_us"]]
-        if passing:  # the round's fastest pass, as loop.judge.challenger picks it, then the watchdog
-            fastest, record = min(passing, key=lambda mh: mh[1]["geomean_us"])
-            if record["geomean_us"] < best_record["geomean_us"] and watchdog_accepts(fastest, best, settings):
-                best, best_record = fastest, record
+        # the round judged as the graph judges it: its fastest pass that beats the best, then the watchdog
+        new = [Attempt.model_validate(h) for h in history[first_new:]]
+        contender = challenger(new, Attempt.model_validate(best))
+        if contender is not None and watchdog_accepts(history[contender.n], best, settings):
+            best = history[contender.n]
     brute_best = brute.best()
     every = [Attempt.model_validate(_attempt(i, 0, m, task, "brute")) for i, m in enumerate(brute.measured)]
-    shipped = shipped_us([Attempt.model_validate(h) for h in history], best_record["geomean_us"])
-    return Outcome(seed, rounds, len(history), best_record["geomean_us"], brute_best.geomean_us if brute_best else None,
+    shipped = shipped_us([Attempt.model_validate(h) for h in history], best["geomean_us"])
+    return Outcome(seed, rounds, len(history), best["geomean_us"], brute_best.geomean_us if brute_best else None,
                    stop, shipped, shipped_us(every))  # fmt: skip
 
 

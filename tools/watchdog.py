@@ -195,7 +195,7 @@ def _size(row: ShapeTiming) -> tuple[float, str]:
     return float(math.prod(row.shape.values())), "elements"
 
 
-def _row(data: dict) -> ShapeTiming:
+def shape_timing(data: dict) -> ShapeTiming:
     """A per-shape row from an EvalResult's JSON, or a row that keeps fewer fields (median, GB/s)."""
     return ShapeTiming.model_validate({"min_us": data.get("median_us"), "spread": 1.0, **data})
 
@@ -234,7 +234,7 @@ def expected_curve_outliers(
     count. Each shape is judged against a fit that leaves it out. The worst shape beyond ``factor`` is
     set aside and the rest judged again without it, so one bad shape cannot drag the curve off its
     neighbours. Fewer than ``min_points`` shapes to fit from flag nothing."""
-    rows = [r if isinstance(r, ShapeTiming) else _row(r) for r in per_shape]
+    rows = [r if isinstance(r, ShapeTiming) else shape_timing(r) for r in per_shape]
     rows = [r for r in rows if r.median_us > 0]
     sized = [(r, *_size(r)) for r in rows]
     if len({basis for _, _, basis in sized}) > 1:  # mixed: compare like with like
